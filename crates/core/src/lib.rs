@@ -1,0 +1,29 @@
+//! overbook's policy engine.
+//!
+//! Everything here is a pure function of what it is given: observations and the
+//! time come in, actions go out. Nothing reads a clock, a file or the kernel, so
+//! the node agent and the simulator run exactly the same decisions.
+//!
+//! The engine is a pipeline of small stages (see `ARCHITECTURE.md`):
+//! [`detect`] (is anyone thrashing, is the node under pressure) →
+//! [`rank`] (which best-effort container pays) → [`preempt`] (how it pays) →
+//! [`launch`] (who may start, who may resume), plus [`place`] for the cluster
+//! scheduler. [`policy::NodePolicy`] composes them.
+
+pub mod action;
+pub mod config;
+pub mod detect;
+pub mod launch;
+pub mod model;
+pub mod place;
+pub mod policy;
+pub mod preempt;
+pub mod rank;
+pub mod time;
+
+pub use action::{Action, Evidence, Preemption, ResumeSite};
+pub use model::{
+    Bytes, Class, ContainerId, ContainerStats, FaultCounters, ImageInfo, JobId, NodeStats,
+    Observation, RunState,
+};
+pub use time::Time;

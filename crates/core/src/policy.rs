@@ -1,0 +1,140 @@
+//! The node policy: the stages composed. One instance per node; the agent and
+//! the simulator feed it the same observations and apply the same actions.
+
+use crate::action::{Action, Evidence, Preemption};
+use crate::config::{ConfigError, PolicyConfig};
+use crate::detect::{Detector, Verdict};
+use crate::launch::{Admission, Launcher, TaskRequest};
+use crate::model::{Bytes, ContainerId, JobId, NodeStats, Observation};
+use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
+use crate::rank::{rank_candidates, Ranker};
+use crate::time::Time;
+use std::time::Duration;
+
+/// What the node offers the preemptor, fixed for a node's life.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeFacilities {
+    pub store: StoreBandwidth,
+    pub can_checkpoint: bool,
+    pub can_incremental: bool,
+}
+
+/// The composed pipeline of one node.
+#[derive(Debug)]
+pub struct NodePolicy {
+    detector: Box<dyn Detector>,
+    ranker: Box<dyn Ranker>,
+    preemptor: Box<dyn Preemptor>,
+    launcher: Launcher,
+    facilities: NodeFacilities,
+    /// One preemption per window: no second victim before this time.
+    quiet_until: Time,
+    window: Duration,
+    ranked: Vec<(ContainerId, f64)>,
+}
+
+impl NodePolicy {
+    pub fn new(cfg: &PolicyConfig, facilities: NodeFacilities) -> Result<NodePolicy, ConfigError> {
+        cfg.validate()?;
+        Ok(NodePolicy {
+            detector: cfg.detector.build(),
+            ranker: cfg.ranker.build(),
+            preemptor: cfg.preemptor.build(),
+            launcher: Launcher::new(cfg.launcher.clone()),
+            facilities,
+            quiet_until: Time::ZERO,
+            window: cfg.detector.window(),
+            ranked: Vec::new(),
+        })
+    }
+
+    pub fn launcher(&self) -> &Launcher {
+        &self.launcher
+    }
+
+    /// A task asks to run here. `Launch` means start it now; `Queued` means a
+    /// later `step` will launch it.
+    pub fn submit(&mut self, now: Time, task: TaskRequest, node: &NodeStats) -> Admission {
+        self.launcher.submit(now, task, node)
+    }
+
+    /// A preempted task waits here to resume (frozen or checkpointed).
+    pub fn suspended(&mut self, now: Time, task: TaskRequest, memory: Bytes) {
+        self.launcher.suspended(now, task, memory);
+    }
+
+    /// A task finished normally.
+    pub fn finished(&mut self, id: ContainerId, job: JobId, peak: Bytes, runtime: Duration) {
+        self.launcher.finished(job, peak, runtime);
+        self.departed(id);
+    }
+
+    /// A container left the node for any reason.
+    pub fn departed(&mut self, id: ContainerId) {
+        self.launcher.departed(id);
+        self.detector.forget(id);
+    }
+
+    /// One step: detect, maybe preempt one best-effort container, then launch
+    /// or resume what fits. Actions are appended to `out`; the return value is
+    /// the latest time the caller should call `step` again even if nothing
+    /// changes (a window closing, a launch delay ending).
+    pub fn step(
+        &mut self,
+        obs: &Observation<'_>,
+        dump_backlog: Duration,
+        out: &mut Vec<Action>,
+    ) -> Option<Time> {
+        let mut wake = None;
+        match self.detector.observe(obs) {
+            Verdict::Calm => {}
+            Verdict::Watching { decide_at } => wake = Some(decide_at),
+            Verdict::Fire(trigger) if obs.now < self.quiet_until => {
+                let _ = trigger;
+                wake = Some(self.quiet_until);
+            }
+            Verdict::Fire(trigger) => {
+                let among = trigger.victim_among_suspects.then_some(trigger.suspects.as_slice());
+                rank_candidates(obs, self.ranker.as_ref(), among, &mut self.ranked);
+                if let Some(&(victim, _)) = self.ranked.first() {
+                    if let Some(stats) = obs.container(victim) {
+                        let ctx = PreemptContext {
+                            now: obs.now,
+                            store: self.facilities.store,
+                            dump_backlog,
+                            can_checkpoint: self.facilities.can_checkpoint,
+                            can_incremental: self.facilities.can_incremental,
+                        };
+                        let how = self.preemptor.choose(stats, &ctx);
+                        out.push(Action::Preempt {
+                            id: victim,
+                            how,
+                            evidence: Evidence {
+                                detector: self.detector.name().to_string(),
+                                reason: trigger.reason,
+                                thrashing: trigger.suspects,
+                                lasted: trigger.lasted,
+                                candidates: self.ranked.clone(),
+                            },
+                        });
+                        if how == Preemption::Kill {
+                            self.launcher.killed(obs.now);
+                        }
+                        self.detector.clear();
+                        self.quiet_until = obs.now + self.window;
+                    }
+                }
+            }
+        }
+        self.launcher.poll(obs.now, &obs.node, out);
+        earliest(wake, self.launcher.wake_at())
+    }
+}
+
+fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
