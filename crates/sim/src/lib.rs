@@ -1,1 +1,5 @@
-//! overbook-sim
+//! overbook-sim: a discrete-event cluster simulator in virtual time that runs
+//! overbook-core's node policy on every simulated node, fed by cluster traces
+//! or the built-in workload generator.
+
+pub mod workload;

@@ -1,0 +1,178 @@
+//! The workload stream the engine consumes: trace readers and the built-in
+//! generator both produce it, in non-decreasing time order, one event at a
+//! time, so no trace is ever held in memory whole.
+
+use overbook_core::{Bytes, Class, JobId, Time};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A task's identity across the whole workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TaskKey(pub u64);
+
+/// Memory over the course of a task's work: a step function of the work done.
+/// At offset `t` the task holds the memory of the last point at or before `t`
+/// (the first point's before it). Offsets are work done, not wall time, so a
+/// slowed or restarted task replays the same curve.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemProfile {
+    points: Vec<(Duration, Bytes)>,
+}
+
+impl MemProfile {
+    /// A task that holds `mem` for its whole life.
+    pub fn flat(mem: Bytes) -> MemProfile {
+        MemProfile { points: vec![(Duration::ZERO, mem)] }
+    }
+
+    /// Points in any order; they are sorted by offset, later duplicates win.
+    pub fn from_points(mut points: Vec<(Duration, Bytes)>) -> MemProfile {
+        points.sort_by_key(|p| p.0);
+        points.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 = later.1;
+                true
+            } else {
+                false
+            }
+        });
+        MemProfile { points }
+    }
+
+    /// Add a sample at `offset`; samples are expected in order (a trace's usage
+    /// rows), and an out-of-order one replaces in place.
+    pub fn push(&mut self, offset: Duration, mem: Bytes) {
+        match self.points.last() {
+            Some(&(last, _)) if offset < last => {
+                let mut points = std::mem::take(&mut self.points);
+                points.push((offset, mem));
+                *self = MemProfile::from_points(points);
+            }
+            Some(&(last, _)) if offset == last => {
+                if let Some(p) = self.points.last_mut() {
+                    p.1 = mem;
+                }
+            }
+            _ => self.points.push((offset, mem)),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    pub fn points(&self) -> &[(Duration, Bytes)] {
+        &self.points
+    }
+
+    /// Memory held at work offset `at` (0 for an empty profile).
+    pub fn at(&self, at: Duration) -> Bytes {
+        let i = self.points.partition_point(|p| p.0 <= at);
+        match i {
+            0 => self.points.first().map_or(0, |p| p.1),
+            i => self.points[i - 1].1,
+        }
+    }
+
+    /// The offset of the next change after `at`, if any.
+    pub fn next_change(&self, at: Duration) -> Option<Duration> {
+        let i = self.points.partition_point(|p| p.0 <= at);
+        self.points.get(i).map(|p| p.0)
+    }
+
+    /// The largest memory held at any point.
+    pub fn peak(&self) -> Bytes {
+        self.points.iter().map(|p| p.1).max().unwrap_or(0)
+    }
+}
+
+/// A task as submitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub key: TaskKey,
+    pub job: JobId,
+    pub submit: Time,
+    pub class: Class,
+    /// The trace's priority (Google 2011: 0..=11), kept for per-band reports.
+    pub priority: u8,
+    /// Memory reserved by the task's request.
+    pub request: Bytes,
+    /// CPU cores the task uses while it runs (for CPU-hour accounting).
+    pub cpus: f64,
+    /// Work to do, as run time on an unloaded node; `None` when the trace
+    /// tells it only later (a `Finish` event follows).
+    pub work: Option<Duration>,
+    /// Memory over the work; may be empty or partial when `Usage` events follow.
+    pub profile: MemProfile,
+}
+
+/// One event of a workload, in time order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WorkloadEvent {
+    /// A task is submitted at `spec.submit`.
+    Submit(TaskSpec),
+    /// A usage sample of a task: at `offset` into its run it held `mem`.
+    /// Sent at trace time `at` (no earlier than the task's submit).
+    Usage { task: TaskKey, at: Time, offset: Duration, mem: Bytes },
+    /// The trace says the task's work, at trace time `at`: it ran for `work`.
+    Finish { task: TaskKey, at: Time, work: Duration },
+}
+
+impl WorkloadEvent {
+    /// The time the event happens at, for ordering.
+    pub fn at(&self) -> Time {
+        match self {
+            WorkloadEvent::Submit(s) => s.submit,
+            WorkloadEvent::Usage { at, .. } | WorkloadEvent::Finish { at, .. } => *at,
+        }
+    }
+}
+
+/// A row of a trace that cannot be read, or a trace file that cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {problem}")]
+    BadRow { path: PathBuf, line: u64, problem: String },
+    #[error("{path}: {problem}")]
+    BadFile { path: PathBuf, problem: String },
+}
+
+/// A stream of workload events.
+pub type WorkloadStream = Box<dyn Iterator<Item = Result<WorkloadEvent, TraceError>> + Send>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: u64) -> Duration {
+        Duration::from_secs(x)
+    }
+
+    #[test]
+    fn profile_is_a_step_function_of_work() {
+        let p = MemProfile::from_points(vec![(s(10), 300), (s(0), 100), (s(5), 200)]);
+        assert_eq!(p.at(s(0)), 100);
+        assert_eq!(p.at(s(4)), 100);
+        assert_eq!(p.at(s(5)), 200);
+        assert_eq!(p.at(s(100)), 300);
+        assert_eq!(p.next_change(s(5)), Some(s(10)));
+        assert_eq!(p.next_change(s(10)), None);
+        assert_eq!(p.peak(), 300);
+    }
+
+    #[test]
+    fn out_of_order_samples_are_placed_in_order() {
+        let mut p = MemProfile::default();
+        p.push(s(10), 3);
+        p.push(s(0), 1);
+        p.push(s(10), 4);
+        assert_eq!(p.points(), &[(s(0), 1), (s(10), 4)]);
+    }
+}
