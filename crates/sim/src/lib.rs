@@ -2,4 +2,10 @@
 //! overbook-core's node policy on every simulated node, fed by cluster traces
 //! or the built-in workload generator.
 
+pub mod calibration;
+pub mod generate;
+pub mod outcome;
+pub mod report;
+pub mod storage;
+pub mod trace;
 pub mod workload;

@@ -1,0 +1,79 @@
+//! What a simulation run produces: one record per task, plus per-run counters.
+//! Reports (tables, CSV, JSON, plots) are computed from these alone.
+
+use crate::workload::TaskKey;
+use overbook_core::{Class, JobId, Time};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The fate of one task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    pub key: TaskKey,
+    pub job: JobId,
+    pub class: Class,
+    pub priority: u8,
+    pub submit: Time,
+    /// When it first started running, if ever.
+    pub first_start: Option<Time>,
+    /// When it finished its work (completed) or was given up (not completed).
+    pub end: Option<Time>,
+    /// Whether all of its work was done by the end of the run.
+    pub completed: bool,
+    /// Submissions refused by a full queue (each retried while the budget lasts).
+    pub rejections: u32,
+    pub kills: u32,
+    /// Freezes (with or without swap-out).
+    pub suspensions: u32,
+    pub checkpoints: u32,
+    pub incremental_checkpoints: u32,
+    pub remote_resumes: u32,
+    /// Restores that failed or had no image, so the task restarted from nothing.
+    pub restarts: u32,
+    /// CPU cores it uses while running.
+    pub cpus: f64,
+    /// Work it had to do (unloaded run time).
+    pub work: Duration,
+    /// Work done and then thrown away by kills.
+    pub lost_work: Duration,
+    /// Time spent dumping and restoring its images.
+    pub checkpoint_time: Duration,
+    /// Time it ran slowed by thrashing (any slowdown below full speed).
+    pub thrashing_time: Duration,
+}
+
+impl TaskOutcome {
+    /// Completion time from submission, for a completed task.
+    pub fn completion_time(&self) -> Option<Duration> {
+        match (self.completed, self.end) {
+            (true, Some(end)) => Some(end - self.submit),
+            _ => None,
+        }
+    }
+}
+
+/// Counters of a whole run, beside the per-task outcomes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCounters {
+    /// Events the engine processed (task events, samples, policy steps).
+    pub events: u64,
+    pub nodes: usize,
+    /// Simulated time covered.
+    pub horizon: Duration,
+    /// Node-seconds during which a node's demand exceeded its memory.
+    pub thrashing_node_seconds: f64,
+    /// Bytes written to and read from checkpoint stores.
+    pub checkpoint_bytes_written: u64,
+    pub checkpoint_bytes_read: u64,
+    /// Integral of busy cores over time, core-seconds (for the energy model).
+    pub busy_core_seconds: f64,
+}
+
+/// One simulated run of one policy on one workload.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The variant's name within its scenario (`charon`, `kuber`, `adaptive-ssd`, ...).
+    pub variant: String,
+    pub counters: RunCounters,
+    pub outcomes: Vec<TaskOutcome>,
+}
