@@ -1,0 +1,852 @@
+//! The discrete-event engine: virtual time, a queue of events, N nodes each
+//! running overbook-core's `NodePolicy`, and tasks that progress at the speed
+//! the thrashing model gives their node.
+//!
+//! The engine is the simulator's executor: it applies the policy's actions the
+//! way the agent applies them on a real node (a kill frees memory after the
+//! kill delay, a dump after its write time, one dump at a time per node), so
+//! what is evaluated is what is deployed.
+
+mod node;
+mod queue;
+mod task;
+
+use crate::outcome::{RunCounters, RunResult, TaskOutcome};
+use crate::workload::{TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
+use node::Node;
+use overbook_core::action::RejectReason;
+use overbook_core::config::{ConfigError, PolicyConfig};
+use overbook_core::launch::Admission;
+use overbook_core::policy::{NodeFacilities, NodePolicy};
+use overbook_core::preempt::{choose_resume_site, StoreBandwidth};
+use overbook_core::{
+    Action, Bytes, Class, ContainerId, ContainerStats, FaultCounters, ImageInfo, Observation,
+    Preemption, ResumeSite, RunState, Time,
+};
+use queue::{Event, EventQueue};
+use rand::RngCore;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+use task::{Phase, Task};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// How fast a node's tasks run when its memory is oversubscribed, and what
+/// fault counters that shows (calibrated from a real node).
+pub trait ThrashModel: Send + Sync {
+    /// Relative speed (0, 1] of tasks on a node holding `demand` in `capacity`.
+    fn speed(&self, demand: Bytes, capacity: Bytes) -> f64;
+    /// Major faults and refaults per second, per GiB a thrashing task holds.
+    fn fault_rates(&self, demand: Bytes, capacity: Bytes) -> (f64, f64);
+}
+
+/// How long a kill takes from the decision to the memory being free.
+pub trait KillDelay: Send + Sync {
+    fn sample(&self, rng: &mut dyn RngCore) -> Duration;
+}
+
+/// Told of progress every so many events (the CLI draws a bar).
+pub trait Progress {
+    fn update(&mut self, now: Time, events: u64);
+}
+
+impl Progress for () {
+    fn update(&mut self, _: Time, _: u64) {}
+}
+
+/// Everything a run needs besides the workload and the models.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub nodes: usize,
+    pub node_memory: Bytes,
+    pub node_swap: Bytes,
+    pub policy: PolicyConfig,
+    /// The node's checkpoint store.
+    pub store: StoreBandwidth,
+    /// Fixed cost of every dump (process tree walk, metadata), on top of size / bandwidth.
+    pub dump_overhead: Duration,
+    /// Whether checkpoints work on the nodes (CRIU), and incremental ones (soft-dirty).
+    pub can_checkpoint: bool,
+    pub can_incremental: bool,
+    /// Whether images sit on a store every node reads (remote resume, 004 Algorithm 2).
+    pub shared_store: bool,
+    /// Swap device bandwidth, bytes/s, for freezing out and thawing in.
+    pub swap_bandwidth: f64,
+    /// How often a node's policy samples while the node thrashes.
+    pub sample_period: Duration,
+    /// Runs a task gets before its job gives up on it (Spark's
+    /// `spark.task.maxFailures` default: 4).
+    pub max_attempts: u32,
+    /// How long a job waits before resubmitting a task a full queue refused.
+    pub retry_backoff: Duration,
+    /// Submissions after this time are ignored (the workload's horizon).
+    pub stop_submissions_at: Time,
+    /// The run ends here; tasks not done by then count as not completed.
+    pub end: Time,
+    pub seed: u64,
+}
+
+impl SimConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes == 0 || self.nodes > u32::MAX as usize / 2 {
+            return Err(ConfigError::new("nodes", format!("{} nodes: must be 1 or more", self.nodes)));
+        }
+        if self.node_memory == 0 {
+            return Err(ConfigError::new("node_memory", "must be more than 0 bytes"));
+        }
+        for (key, bw) in [
+            ("store.write", self.store.write),
+            ("store.read", self.store.read),
+            ("store.net", self.store.net),
+            ("swap_bandwidth", self.swap_bandwidth),
+        ] {
+            if !bw.is_finite() || bw <= 0.0 {
+                return Err(ConfigError::new(key, format!("{bw} bytes/s: must be positive")));
+            }
+        }
+        if self.sample_period.is_zero() {
+            return Err(ConfigError::new("sample_period", "must be more than 0"));
+        }
+        if self.max_attempts == 0 {
+            return Err(ConfigError::new("max_attempts", "must be at least 1"));
+        }
+        self.policy.validate().map_err(|e| e.under("policy"))
+    }
+}
+
+/// One simulation run.
+pub struct Engine<'m> {
+    cfg: SimConfig,
+    model: &'m dyn ThrashModel,
+    killer: &'m dyn KillDelay,
+    rng: ChaCha8Rng,
+    now: Time,
+    queue: EventQueue,
+    nodes: Vec<Node>,
+    placement: BTreeSet<(u64, u32, u32)>,
+    slots: Vec<Option<Task>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    /// Tasks whose trace rows are still to come (usage samples, their end).
+    by_key: HashMap<TaskKey, u32>,
+    counters: RunCounters,
+    outcomes: Vec<TaskOutcome>,
+    actions: Vec<Action>,
+    observed: Vec<ContainerStats>,
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("now", &self.now).field("nodes", &self.nodes.len()).finish()
+    }
+}
+
+/// The workload failed mid-run (a bad trace row), or the config is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid simulation config: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Trace(#[from] crate::workload::TraceError),
+}
+
+impl<'m> Engine<'m> {
+    pub fn new(
+        cfg: SimConfig,
+        model: &'m dyn ThrashModel,
+        killer: &'m dyn KillDelay,
+    ) -> Result<Engine<'m>, SimError> {
+        cfg.validate()?;
+        let facilities = NodeFacilities {
+            store: cfg.store,
+            can_checkpoint: cfg.can_checkpoint,
+            can_incremental: cfg.can_incremental,
+        };
+        let mut nodes = Vec::with_capacity(cfg.nodes);
+        let mut placement = BTreeSet::new();
+        for i in 0..cfg.nodes {
+            let policy = NodePolicy::new(&cfg.policy, facilities).map_err(|e| e.under("policy"))?;
+            let mut node = Node::new(i as u32, cfg.node_memory, cfg.node_swap, policy);
+            node.key = node.placement_key(i as u32);
+            placement.insert(node.key);
+            nodes.push(node);
+        }
+        let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
+        Ok(Engine {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            model,
+            killer,
+            now: Time::ZERO,
+            queue: EventQueue::default(),
+            nodes,
+            placement,
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            counters,
+            outcomes: Vec::new(),
+            actions: Vec::new(),
+            observed: Vec::new(),
+        })
+    }
+
+    /// Run the workload to the end; `progress` is told how far it got now and then.
+    pub fn run(
+        mut self,
+        variant: &str,
+        mut workload: WorkloadStream,
+        progress: &mut dyn Progress,
+    ) -> Result<RunResult, SimError> {
+        let mut pending = workload.next().transpose()?;
+        loop {
+            let next_event = self.queue.peek_time();
+            let take_workload = match (&pending, next_event) {
+                (Some(w), Some(t)) => w.at() <= t,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let at = if take_workload {
+                pending.as_ref().map_or(self.now, WorkloadEvent::at)
+            } else {
+                next_event.unwrap_or(self.now)
+            };
+            if at > self.cfg.end {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.counters.events += 1;
+            if self.counters.events % 65_536 == 0 {
+                progress.update(self.now, self.counters.events);
+            }
+            if take_workload {
+                if let Some(ev) = pending.take() {
+                    self.on_workload(ev);
+                }
+                pending = workload.next().transpose()?;
+            } else if let Some((_, ev)) = self.queue.pop() {
+                self.on_event(ev);
+            }
+        }
+        Ok(self.finish(variant))
+    }
+
+    fn finish(mut self, variant: &str) -> RunResult {
+        let end = self.now;
+        for i in 0..self.nodes.len() {
+            self.advance(i as u32);
+        }
+        for task in self.slots.iter_mut().filter_map(Option::take) {
+            self.outcomes.push(task.outcome);
+        }
+        self.counters.horizon = end.since(Time::ZERO);
+        self.outcomes.sort_by_key(|o| (o.submit, o.key));
+        RunResult { variant: variant.to_string(), counters: self.counters, outcomes: self.outcomes }
+    }
+
+    // ---- workload -------------------------------------------------------
+
+    fn on_workload(&mut self, ev: WorkloadEvent) {
+        match ev {
+            WorkloadEvent::Submit(spec) => {
+                if spec.submit > self.cfg.stop_submissions_at {
+                    return;
+                }
+                let awaits_trace = spec.work.is_none();
+                let key = spec.key;
+                let slot = self.admit(spec);
+                if awaits_trace {
+                    self.by_key.insert(key, slot);
+                }
+                self.place(slot);
+            }
+            WorkloadEvent::Usage { task, offset, mem, .. } => {
+                let Some(&slot) = self.by_key.get(&task) else { return };
+                if let Some(t) = self.task_mut(slot) {
+                    t.spec.profile.push(offset, mem);
+                }
+                self.memory_may_have_changed(slot);
+            }
+            WorkloadEvent::Finish { task, work, .. } => {
+                let Some(slot) = self.by_key.remove(&task) else { return };
+                if let Some(t) = self.task_mut(slot) {
+                    t.spec.work = Some(work);
+                    t.outcome.work = work;
+                }
+                self.memory_may_have_changed(slot);
+            }
+        }
+    }
+
+    fn admit(&mut self, mut spec: TaskSpec) -> u32 {
+        if spec.profile.is_empty() {
+            spec.profile = crate::workload::MemProfile::flat(spec.request);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let gen = self.generations[slot as usize].wrapping_add(1);
+        self.generations[slot as usize] = gen;
+        let id = ContainerId((u64::from(gen) << 32) | u64::from(slot));
+        self.slots[slot as usize] = Some(Task::new(id, spec));
+        slot
+    }
+
+    fn slot_of(&self, id: ContainerId) -> Option<u32> {
+        let slot = (id.0 & 0xffff_ffff) as u32;
+        let gen = (id.0 >> 32) as u32;
+        (self.generations.get(slot as usize) == Some(&gen)).then_some(slot)
+    }
+
+    fn task(&self, slot: u32) -> Option<&Task> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    fn task_mut(&mut self, slot: u32) -> Option<&mut Task> {
+        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    }
+
+    /// A task leaves the simulation for good.
+    fn retire(&mut self, slot: u32, completed: bool) {
+        let Some(mut task) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        task.outcome.completed = completed;
+        task.outcome.end = Some(self.now);
+        if !completed {
+            self.by_key.remove(&task.spec.key);
+        }
+        self.outcomes.push(task.outcome);
+        self.free.push(slot);
+    }
+
+    // ---- placement and admission -----------------------------------------
+
+    fn place(&mut self, slot: u32) {
+        let Some(&(_, _, node)) = self.placement.first() else { return };
+        self.submit_to(slot, node);
+    }
+
+    fn submit_to(&mut self, slot: u32, node: u32) {
+        let now = self.now;
+        let Some(task) = self.task_mut(slot) else { return };
+        let req = task.request(now);
+        task.phase = Phase::Queued { node };
+        let n = &mut self.nodes[node as usize];
+        let stats = n.stats();
+        match n.policy.submit(now, req, &stats) {
+            Admission::Launch => self.launch(slot, node),
+            Admission::Queued => {
+                n.queued += 1;
+                n.queued_request = n.queued_request.saturating_add(req.request);
+                self.reindex(node);
+                self.step(node);
+            }
+            Admission::Rejected(reason) => self.reject(slot, reason),
+        }
+    }
+
+    fn reject(&mut self, slot: u32, reason: RejectReason) {
+        let budget = self.cfg.policy.launcher.retry_budget;
+        let backoff = self.cfg.retry_backoff;
+        let now = self.now;
+        let Some(task) = self.task_mut(slot) else { return };
+        task.outcome.rejections += 1;
+        if reason == RejectReason::TooLarge || task.outcome.rejections > budget {
+            self.retire(slot, false);
+            return;
+        }
+        task.phase = Phase::Backoff;
+        let epoch = task.bump();
+        self.queue.push(now + backoff, Event::Retry { slot, epoch });
+    }
+
+    fn reindex(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        let key = n.placement_key(node);
+        if key != n.key {
+            self.placement.remove(&n.key);
+            n.key = key;
+            self.placement.insert(key);
+        }
+    }
+
+    // ---- events -----------------------------------------------------------
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Wake { node } => {
+                let n = &mut self.nodes[node as usize];
+                if n.next_wake != self.now {
+                    return;
+                }
+                n.next_wake = Time::MAX;
+                self.advance(node);
+                self.step(node);
+            }
+            Event::TaskPoint { slot, epoch } => self.on_task_point(slot, epoch),
+            Event::Released { slot, epoch } => self.on_released(slot, epoch),
+            Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
+            Event::Retry { slot, epoch } => {
+                if self.task(slot).is_some_and(|t| t.epoch == epoch && t.phase == Phase::Backoff) {
+                    self.place(slot);
+                }
+            }
+        }
+    }
+
+    fn live(&self, slot: u32, epoch: u32) -> Option<&Task> {
+        self.task(slot).filter(|t| t.epoch == epoch)
+    }
+
+    fn on_task_point(&mut self, slot: u32, epoch: u32) {
+        let Some(Phase::Running { node }) = self.live(slot, epoch).map(|t| t.phase) else { return };
+        self.advance(node);
+        let Some(task) = self.task_mut(slot) else { return };
+        // The event was scheduled for exactly this work offset at a speed that
+        // has not changed since (or the epoch would differ): snap to it so
+        // rounding never leaves a task a nanosecond short forever.
+        task.progress = task.progress.max(task.target);
+        if task.remaining().is_some_and(|r| r.is_zero()) {
+            self.complete(slot, node);
+        } else {
+            self.memory_may_have_changed(slot);
+        }
+    }
+
+    fn complete(&mut self, slot: u32, node: u32) {
+        let Some(task) = self.task(slot) else { return };
+        let (id, job, peak) = (task.id, task.spec.job, task.spec.profile.peak());
+        let runtime = task.progress;
+        let n = &mut self.nodes[node as usize];
+        n.remove_member(slot);
+        n.policy.finished(id, job, peak, runtime);
+        self.retire(slot, true);
+        self.recompute(node);
+        self.step(node);
+    }
+
+    /// A task's profile or work changed (its work advanced to a change point,
+    /// or the trace told more): update what it holds and when it next changes.
+    fn memory_may_have_changed(&mut self, slot: u32) {
+        let Some(Phase::Running { node }) = self.task(slot).map(|t| t.phase) else { return };
+        self.advance(node);
+        let Some(task) = self.task_mut(slot) else { return };
+        let mem = task.spec.profile.at(task.progress);
+        let before = task.mem;
+        task.mem = mem;
+        let n = &mut self.nodes[node as usize];
+        n.demand = n.demand.saturating_sub(before).saturating_add(mem);
+        let speed_changed = self.recompute(node);
+        if !speed_changed {
+            self.schedule_point(slot, node);
+        }
+        if mem != before && self.worth_a_step(node, mem < before) {
+            self.step(node);
+        }
+    }
+
+    /// Most memory changes on a calm node need no decision; stepping only near
+    /// pressure, or when memory freed up for waiting tasks, keeps calm nodes cheap.
+    fn worth_a_step(&self, node: u32, freed: bool) -> bool {
+        let n = &self.nodes[node as usize];
+        let (queued, suspended) = n.policy.launcher().waiting();
+        n.thrashing
+            || n.demand.saturating_mul(5) > n.capacity.saturating_mul(4)
+            || (freed && queued + suspended > 0)
+    }
+
+    fn on_released(&mut self, slot: u32, epoch: u32) {
+        let Some(task) = self.live(slot, epoch) else { return };
+        let (phase, id) = (task.phase, task.id);
+        let node = match phase {
+            Phase::Dying { node } | Phase::Freezing { node } | Phase::Dumping { node } => node,
+            _ => return,
+        };
+        self.advance(node);
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        n.remove_member(slot);
+        n.policy.departed(id);
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
+        n.demand = n.demand.saturating_sub(task.mem);
+        match phase {
+            Phase::Dying { .. } => {
+                task.outcome.lost_work += task.progress;
+                task.progress = Duration::ZERO;
+                task.progress_at_image = Duration::ZERO;
+                task.image = None;
+                let give_up = task.attempts >= self.cfg.max_attempts;
+                self.recompute(node);
+                if give_up {
+                    self.retire(slot, false);
+                } else {
+                    task_phase(self, slot, Phase::Backoff);
+                    self.place(slot);
+                }
+            }
+            Phase::Freezing { .. } => {
+                n.swap_used = n.swap_used.saturating_add(task.mem);
+                task.phase = Phase::Frozen { node };
+                task.suspended_at = now;
+                let (req, mem) = (task.request(now), task.mem);
+                n.policy.suspended(now, req, mem);
+                self.recompute(node);
+            }
+            Phase::Dumping { .. } => {
+                let size = task.mem;
+                self.counters.checkpoint_bytes_written += task.written;
+                task.image = Some(ImageInfo { size, taken_at: now, shared: self.cfg.shared_store });
+                task.progress_at_image = task.progress;
+                task.suspended_at = now;
+                self.recompute(node);
+                let target = self.resume_site(node, size);
+                let Some(task) = self.task_mut(slot) else { return };
+                task.phase = Phase::Checkpointed { node: target, image_node: node };
+                let (req, mem) = (task.request(now), task.mem);
+                self.nodes[target as usize].policy.suspended(now, req, mem);
+                if target != node {
+                    self.reindex(target);
+                    self.step(target);
+                }
+            }
+            _ => {}
+        }
+        self.reindex(node);
+        self.step(node);
+    }
+
+    /// 004 Algorithm 2: restore where it waits least, here or on the
+    /// least-loaded node with room, when images are on a shared store.
+    fn resume_site(&self, node: u32, size: Bytes) -> u32 {
+        if !self.cfg.shared_store {
+            return node;
+        }
+        let Some(&(_, _, other)) = self.placement.iter().find(|k| k.2 != node) else { return node };
+        let o = &self.nodes[other as usize];
+        if o.stats().available < size {
+            return node;
+        }
+        let here = &self.nodes[node as usize];
+        let local_queue = Duration::from_secs_f64(here.resume_wait.max(0.0))
+            + here.dump_free_at.since(self.now);
+        let remote_queue = o.dump_free_at.since(self.now);
+        match choose_resume_site(Some(size), &self.cfg.store, local_queue, remote_queue) {
+            ResumeSite::Remote => other,
+            _ => node,
+        }
+    }
+
+    fn on_resumed(&mut self, slot: u32, epoch: u32) {
+        let Some(Phase::Resuming { node }) = self.live(slot, epoch).map(|t| t.phase) else { return };
+        self.advance(node);
+        if let Some(task) = self.task_mut(slot) {
+            task.phase = Phase::Running { node };
+        }
+        self.schedule_point(slot, node);
+    }
+
+    // ---- time and speed -----------------------------------------------------
+
+    /// Account progress, faults and busy time on `node` up to now.
+    fn advance(&mut self, node: u32) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        let dt = now.since(n.last);
+        if dt.is_zero() {
+            return;
+        }
+        n.last = now;
+        let secs = dt.as_secs_f64();
+        let (majors, refaults) = if n.thrashing {
+            self.counters.thrashing_node_seconds += secs;
+            self.model.fault_rates(n.demand, n.capacity)
+        } else {
+            (0.0, 0.0)
+        };
+        for &slot in &n.members {
+            let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !matches!(task.phase, Phase::Running { .. }) {
+                continue;
+            }
+            let speed = task_speed(task.spec.class, n.speed);
+            task.progress += dt.mul_f64(speed);
+            self.counters.busy_core_seconds += task.spec.cpus * secs;
+            if n.thrashing && speed < 1.0 {
+                task.outcome.thrashing_time += dt;
+                let gib = task.mem as f64 / GIB;
+                task.major_faults += majors * gib * secs;
+                task.refaults += refaults * gib * secs;
+            }
+        }
+    }
+
+    /// Recompute a node's demand-driven speed after its memory changed; when the
+    /// speed moves, every running task's next point moves with it. Returns
+    /// whether it did.
+    fn recompute(&mut self, node: u32) -> bool {
+        let n = &mut self.nodes[node as usize];
+        let speed = self.model.speed(n.demand, n.capacity).clamp(1e-6, 1.0);
+        let was_thrashing = n.thrashing;
+        n.thrashing = n.demand > n.capacity;
+        let changed = (speed - n.speed).abs() > 1e-12;
+        n.speed = speed;
+        if changed {
+            let members = std::mem::take(&mut self.nodes[node as usize].members);
+            for &slot in &members {
+                self.schedule_point(slot, node);
+            }
+            self.nodes[node as usize].members = members;
+        }
+        if self.nodes[node as usize].thrashing && !was_thrashing {
+            self.wake(node, self.now);
+        }
+        self.reindex(node);
+        changed
+    }
+
+    fn schedule_point(&mut self, slot: u32, node: u32) {
+        let now = self.now;
+        let node_speed = self.nodes[node as usize].speed;
+        let Some(task) = self.task_mut(slot) else { return };
+        if !matches!(task.phase, Phase::Running { .. }) {
+            return;
+        }
+        let epoch = task.bump();
+        let Some(point) = task.next_point() else { return };
+        task.target = point;
+        let work = point.saturating_sub(task.progress);
+        let speed = task_speed(task.spec.class, node_speed);
+        let at = now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12));
+        self.queue.push(at, Event::TaskPoint { slot, epoch });
+    }
+
+    fn wake(&mut self, node: u32, at: Time) {
+        let n = &mut self.nodes[node as usize];
+        if at < n.next_wake {
+            n.next_wake = at;
+            self.queue.push(at, Event::Wake { node });
+        }
+    }
+
+    // ---- the policy ----------------------------------------------------------
+
+    fn step(&mut self, node: u32) {
+        self.advance(node);
+        let now = self.now;
+        let mut observed = std::mem::take(&mut self.observed);
+        observed.clear();
+        let n = &self.nodes[node as usize];
+        for &slot in &n.members {
+            if let Some(task) = self.task(slot) {
+                observed.push(stats_of(task));
+            }
+        }
+        let obs = Observation { now, node: n.stats(), containers: &observed };
+        let backlog = n.dump_free_at.since(now);
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        let n = &mut self.nodes[node as usize];
+        let wake = n.policy.step(&obs, backlog, &mut actions);
+        let thrashing = n.thrashing;
+        self.observed = observed;
+        for action in actions.drain(..) {
+            self.apply(node, action);
+        }
+        self.actions = actions;
+        let sample = thrashing.then(|| now + self.cfg.sample_period);
+        if let Some(at) = [wake, sample].into_iter().flatten().min() {
+            self.wake(node, at.max(now));
+        }
+    }
+
+    fn apply(&mut self, node: u32, action: Action) {
+        let Some(slot) = self.slot_of(action.container()) else { return };
+        match action {
+            Action::Launch { .. } => {
+                if matches!(self.task(slot).map(|t| t.phase), Some(Phase::Queued { node: q }) if q == node)
+                {
+                    let req = self.task(slot).map_or(0, |t| t.spec.request);
+                    let n = &mut self.nodes[node as usize];
+                    n.queued = n.queued.saturating_sub(1);
+                    n.queued_request = n.queued_request.saturating_sub(req);
+                    self.launch(slot, node);
+                }
+            }
+            Action::Resume { site, .. } => self.resume(slot, node, site),
+            Action::Reject { reason, .. } => self.reject(slot, reason),
+            Action::Preempt { how, .. } => self.preempt(slot, node, how),
+            Action::Reclaim { .. } => {}
+        }
+    }
+
+    fn launch(&mut self, slot: u32, node: u32) {
+        let now = self.now;
+        let Some(task) = self.task_mut(slot) else { return };
+        task.phase = Phase::Running { node };
+        task.started = now;
+        task.attempts += 1;
+        task.outcome.first_start.get_or_insert(now);
+        task.mem = task.spec.profile.at(task.progress);
+        let mem = task.mem;
+        let n = &mut self.nodes[node as usize];
+        n.members.push(slot);
+        n.demand = n.demand.saturating_add(mem);
+        if !self.recompute(node) {
+            self.schedule_point(slot, node);
+        }
+    }
+
+    fn resume(&mut self, slot: u32, node: u32, site: ResumeSite) {
+        let now = self.now;
+        let store = self.cfg.store;
+        let swap_bw = self.cfg.swap_bandwidth;
+        let Some(task) = self.task_mut(slot) else { return };
+        let (pause, read) = match (task.phase, site) {
+            (Phase::Frozen { node: at }, _) if at == node => {
+                (task.mem as f64 / swap_bw, 0)
+            }
+            (Phase::Checkpointed { node: at, image_node }, ResumeSite::Local | ResumeSite::Remote)
+                if at == node =>
+            {
+                let size = task.image.map_or(task.mem, |i| i.size);
+                let mut secs = size as f64 / store.read;
+                if image_node != node {
+                    secs += size as f64 / store.net;
+                    task.outcome.remote_resumes += 1;
+                }
+                task.outcome.checkpoint_time += Duration::from_secs_f64(secs);
+                (secs, size)
+            }
+            (Phase::Checkpointed { node: at, .. }, ResumeSite::Restart) if at == node => {
+                task.outcome.restarts += 1;
+                task.outcome.lost_work += task.progress;
+                task.progress = Duration::ZERO;
+                task.image = None;
+                (0.0, 0)
+            }
+            _ => return,
+        };
+        let waited = now.since(task.suspended_at).as_secs_f64();
+        let was_frozen = matches!(task.phase, Phase::Frozen { .. });
+        task.phase = Phase::Resuming { node };
+        task.mem = task.spec.profile.at(task.progress);
+        let mem = task.mem;
+        let epoch = task.bump();
+        self.counters.checkpoint_bytes_read += read;
+        let n = &mut self.nodes[node as usize];
+        if was_frozen {
+            n.swap_used = n.swap_used.saturating_sub(mem);
+        }
+        // A short memory of how long resumes wait here: 004's local queue time.
+        n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
+        n.members.push(slot);
+        n.demand = n.demand.saturating_add(mem);
+        self.recompute(node);
+        self.queue.push(now + Duration::from_secs_f64(pause.min(1e9)), Event::Resumed { slot, epoch });
+    }
+
+    fn preempt(&mut self, slot: u32, node: u32, how: Preemption) {
+        let now = self.now;
+        self.advance(node);
+        let swap_free = self.nodes[node as usize].stats().swap_free;
+        let Some(task) = self.task(slot) else { return };
+        if task.phase != (Phase::Running { node }) || !task.spec.class.is_preemptible() {
+            return;
+        }
+        let mem = task.mem;
+        // Freezing frees memory only into swap: with no room there, the
+        // executor kills instead (as the agent does), so no task is left frozen
+        // holding the memory production needs.
+        let how = match how {
+            Preemption::Freeze | Preemption::FreezeAndSwapOut if swap_free < mem => Preemption::Kill,
+            Preemption::Checkpoint { .. } if !self.cfg.can_checkpoint => Preemption::Kill,
+            other => other,
+        };
+        let (phase, done_at) = match how {
+            Preemption::Kill => {
+                let delay = self.killer.sample(&mut self.rng);
+                (Phase::Dying { node }, now + delay)
+            }
+            Preemption::Freeze | Preemption::FreezeAndSwapOut => {
+                let secs = mem as f64 / self.cfg.swap_bandwidth;
+                (Phase::Freezing { node }, now + Duration::from_secs_f64(secs.min(1e9)))
+            }
+            Preemption::Checkpoint { incremental } => {
+                let incremental = incremental && task.image.is_some() && self.cfg.can_incremental;
+                let size = if incremental {
+                    (mem as f64 * task.dirty_fraction().unwrap_or(1.0)) as Bytes
+                } else {
+                    mem
+                };
+                let secs = size as f64 / self.cfg.store.write;
+                let dump = self.cfg.dump_overhead + Duration::from_secs_f64(secs.min(1e9));
+                let n = &mut self.nodes[node as usize];
+                let start = n.dump_free_at.max(now);
+                n.dump_free_at = start + dump;
+                let Some(task) = self.task_mut(slot) else { return };
+                task.outcome.checkpoints += 1;
+                task.outcome.incremental_checkpoints += u32::from(incremental);
+                task.outcome.checkpoint_time += dump;
+                task.written = size;
+                (Phase::Dumping { node }, start + dump)
+            }
+        };
+        let Some(task) = self.task_mut(slot) else { return };
+        match how {
+            Preemption::Kill => task.outcome.kills += 1,
+            Preemption::Freeze | Preemption::FreezeAndSwapOut => task.outcome.suspensions += 1,
+            Preemption::Checkpoint { .. } => {}
+        }
+        task.phase = phase;
+        let epoch = task.bump();
+        self.queue.push(done_at, Event::Released { slot, epoch });
+    }
+}
+
+fn task_phase(engine: &mut Engine<'_>, slot: u32, phase: Phase) {
+    if let Some(t) = engine.task_mut(slot) {
+        t.phase = phase;
+    }
+}
+
+/// Critical containers bypass swap (000 §3.2), so they never slow down.
+fn task_speed(class: Class, node_speed: f64) -> f64 {
+    if class == Class::Critical {
+        1.0
+    } else {
+        node_speed
+    }
+}
+
+fn stats_of(task: &Task) -> ContainerStats {
+    let state = match task.phase {
+        Phase::Running { .. } => RunState::Running,
+        _ => RunState::Frozen,
+    };
+    let mut c = ContainerStats::new(task.id, task.spec.job, task.spec.class, task.started);
+    c.state = state;
+    c.progress = task.progress;
+    c.usage = task.mem;
+    c.faults = FaultCounters {
+        major_faults: task.major_faults as u64,
+        refault_anon: task.refaults as u64,
+        refault_file: 0,
+    };
+    // Lower trace priority is cheaper work: the `score` ranker preempts it first.
+    c.score = 11 - i64::from(task.spec.priority);
+    c.dirty_fraction = task.dirty_fraction();
+    c.image = task.image;
+    c
+}

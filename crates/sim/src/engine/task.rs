@@ -1,0 +1,145 @@
+//! A simulated task: its spec, where it is in its life, and what it has cost.
+
+use crate::outcome::TaskOutcome;
+use crate::workload::TaskSpec;
+use overbook_core::launch::TaskRequest;
+use overbook_core::{Bytes, ContainerId, ImageInfo, Time};
+use std::time::Duration;
+
+/// Where a task is in its life. A finished task has no phase: it leaves the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for a retry after its node's queue refused it.
+    Backoff,
+    /// In a node's launcher queue.
+    Queued { node: u32 },
+    Running { node: u32 },
+    /// Kill issued; it holds its memory until the kill delay is over.
+    Dying { node: u32 },
+    /// Frozen; its memory is being swapped out.
+    Freezing { node: u32 },
+    /// Frozen and swapped out, waiting (in `node`'s launcher) to resume.
+    Frozen { node: u32 },
+    /// Its image is being written; it holds its memory until the dump is done.
+    Dumping { node: u32 },
+    /// Its image is on the store of `image_node`; it waits in `node`'s launcher.
+    Checkpointed { node: u32, image_node: u32 },
+    /// Being thawed or restored on `node`: memory charged, no progress yet.
+    Resuming { node: u32 },
+}
+
+#[derive(Debug)]
+pub struct Task {
+    pub id: ContainerId,
+    pub spec: TaskSpec,
+    pub phase: Phase,
+    /// Bumped whenever scheduled events for this task become stale.
+    pub epoch: u32,
+    /// Work done in the current incarnation (kept across freezes and checkpoints).
+    pub progress: Duration,
+    /// Progress at its last image, for the dirty share of an incremental dump.
+    pub progress_at_image: Duration,
+    /// The work offset its pending `TaskPoint` event stands for.
+    pub target: Duration,
+    /// Bytes its pending dump writes.
+    pub written: Bytes,
+    /// Start of the current incarnation.
+    pub started: Time,
+    /// Memory it holds now (its profile at `progress`).
+    pub mem: Bytes,
+    /// Runs so far (a kill ends one).
+    pub attempts: u32,
+    pub image: Option<ImageInfo>,
+    /// When it began waiting to resume, to learn how long local resumes take.
+    pub suspended_at: Time,
+    /// Fault counters synthesized from the thrashing model.
+    pub major_faults: f64,
+    pub refaults: f64,
+    pub outcome: TaskOutcome,
+}
+
+impl Task {
+    pub fn new(id: ContainerId, spec: TaskSpec) -> Task {
+        let outcome = TaskOutcome {
+            key: spec.key,
+            job: spec.job,
+            class: spec.class,
+            priority: spec.priority,
+            submit: spec.submit,
+            first_start: None,
+            end: None,
+            completed: false,
+            rejections: 0,
+            kills: 0,
+            suspensions: 0,
+            checkpoints: 0,
+            incremental_checkpoints: 0,
+            remote_resumes: 0,
+            restarts: 0,
+            cpus: spec.cpus,
+            work: spec.work.unwrap_or_default(),
+            lost_work: Duration::ZERO,
+            checkpoint_time: Duration::ZERO,
+            thrashing_time: Duration::ZERO,
+        };
+        Task {
+            id,
+            spec,
+            phase: Phase::Backoff,
+            epoch: 0,
+            progress: Duration::ZERO,
+            progress_at_image: Duration::ZERO,
+            target: Duration::ZERO,
+            written: 0,
+            started: Time::ZERO,
+            mem: 0,
+            attempts: 0,
+            image: None,
+            suspended_at: Time::ZERO,
+            major_faults: 0.0,
+            refaults: 0.0,
+            outcome,
+        }
+    }
+
+    pub fn request(&self, now: Time) -> TaskRequest {
+        TaskRequest {
+            id: self.id,
+            job: self.spec.job,
+            class: self.spec.class,
+            request: self.spec.request,
+            submitted: now,
+        }
+    }
+
+    /// Work still to do, `None` while the trace has not told it.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.spec.work.map(|w| w.saturating_sub(self.progress))
+    }
+
+    /// The next work offset at which something changes: its memory, or its end.
+    pub fn next_point(&self) -> Option<Duration> {
+        let change = self.spec.profile.next_change(self.progress);
+        match (change, self.spec.work) {
+            (Some(c), Some(w)) => Some(c.min(w)),
+            (c, w) => c.or(w),
+        }
+    }
+
+    /// Share of its memory written since its last image: the work done since
+    /// then over all work done (a task that re-touches its data uniformly).
+    pub fn dirty_fraction(&self) -> Option<f64> {
+        self.image?;
+        let total = self.progress.as_secs_f64();
+        if total <= 0.0 {
+            return Some(0.0);
+        }
+        let since = self.progress.saturating_sub(self.progress_at_image).as_secs_f64();
+        Some((since / total).clamp(0.0, 1.0))
+    }
+
+    pub fn bump(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.epoch
+    }
+}
