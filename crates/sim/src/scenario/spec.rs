@@ -1,0 +1,168 @@
+//! One run's settings, checked: what the merged TOML of a scenario run must say.
+
+use crate::units::{Size, Span};
+use overbook_core::config::PolicyConfig;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use toml::Table;
+
+/// The simulated cluster (`[cluster]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Memory of each node.
+    pub node_memory: Size,
+    /// Swap of each node (frozen tasks go there).
+    pub node_swap: Size,
+    /// Swap device bandwidth per second (freeze out, thaw in).
+    pub swap_bandwidth: Size,
+    /// Checkpoint store preset: `hdd`, `ssd`, `nvm` (004 §3.3.1, Table 3).
+    pub store: String,
+    /// Whether images sit on a store every node can read (remote resume).
+    pub shared_store: bool,
+    /// Whether CRIU works on the nodes, and incremental dumps.
+    pub checkpoint: bool,
+    pub incremental: bool,
+    /// How long a kill takes to free memory: `in-kernel` (000's UA killer),
+    /// `user-space` (000 §2.3's long tail), or a fixed `"250ms"`.
+    pub kill_delay: String,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> ClusterSpec {
+        ClusterSpec {
+            nodes: 50,
+            node_memory: Size(64 << 30),
+            node_swap: Size(16 << 30),
+            swap_bandwidth: Size(500 << 20),
+            store: "ssd".into(),
+            shared_store: true,
+            checkpoint: true,
+            incremental: true,
+            kill_delay: "in-kernel".into(),
+        }
+    }
+}
+
+/// Where tasks come from (`[workload]`): `kind = "generate"` (the built-in
+/// generator; its keys are in docs/workload.md) or `kind = "trace"`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadSpec {
+    Generate(Table),
+    Trace(TraceSpec),
+}
+
+/// `[workload] kind = "trace"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// `google-2011`, `google-2019`, `alibaba-2018`, `charon-sls`.
+    pub format: String,
+    /// Files or directories of the trace.
+    pub paths: Vec<PathBuf>,
+    /// Bytes that a normalized memory of 1.0 stands for (Google: the largest machine).
+    #[serde(default = "default_memory_scale")]
+    pub memory_scale: Size,
+    /// Skip and count rows that cannot be read instead of stopping.
+    #[serde(default)]
+    pub skip_bad_rows: bool,
+}
+
+fn default_memory_scale() -> Size {
+    Size(64 << 30)
+}
+
+/// The engine's own knobs (`[sim]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimKnobs {
+    /// How long tasks are submitted for.
+    pub horizon: Span,
+    /// How long the run goes on after the last submission, for work to finish.
+    pub drain: Span,
+    /// How often a thrashing node's policy samples.
+    pub sample_period: Span,
+    /// Runs a task gets before its job gives up (Spark's default 4).
+    pub max_attempts: u32,
+    /// Wait before a refused task is submitted again.
+    pub retry_backoff: Span,
+}
+
+impl Default for SimKnobs {
+    fn default() -> SimKnobs {
+        SimKnobs {
+            horizon: Span(std::time::Duration::from_secs(6 * 3600)),
+            drain: Span(std::time::Duration::from_secs(6 * 3600)),
+            sample_period: Span(std::time::Duration::from_millis(500)),
+            max_attempts: 4,
+            retry_backoff: Span(std::time::Duration::from_secs(10)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRunSpec {
+    #[serde(default = "default_seed")]
+    seed: u64,
+    #[serde(default)]
+    cluster: ClusterSpec,
+    #[serde(default)]
+    workload: Table,
+    #[serde(default)]
+    policy: PolicyConfig,
+    #[serde(default)]
+    sim: SimKnobs,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+
+/// Everything one run needs, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSpec {
+    pub seed: u64,
+    pub cluster: ClusterSpec,
+    pub workload: WorkloadSpec,
+    pub policy: PolicyConfig,
+    pub sim: SimKnobs,
+}
+
+impl RunSpec {
+    /// Check a merged table; the error names the dotted key at fault.
+    pub fn from_table(table: Table) -> Result<RunSpec, String> {
+        let raw: RawRunSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        raw.policy.validate().map_err(|e| e.under("policy").to_string())?;
+        if raw.cluster.nodes == 0 {
+            return Err("cluster.nodes: must be at least 1".into());
+        }
+        if raw.cluster.node_memory.0 == 0 {
+            return Err("cluster.node_memory: must be more than 0".into());
+        }
+        if raw.sim.max_attempts == 0 {
+            return Err("sim.max_attempts: must be at least 1".into());
+        }
+        if raw.sim.sample_period.0.is_zero() {
+            return Err("sim.sample_period: must be more than 0".into());
+        }
+        let mut workload = raw.workload;
+        let kind = match workload.remove("kind") {
+            None => "generate".to_string(),
+            Some(toml::Value::String(s)) => s,
+            Some(other) => return Err(format!("workload.kind: expected \"generate\" or \"trace\", found {other}")),
+        };
+        let workload = match kind.as_str() {
+            "generate" => WorkloadSpec::Generate(workload),
+            "trace" => WorkloadSpec::Trace(
+                serde_path_to_error::deserialize(toml::Value::Table(workload))
+                    .map_err(|e| format!("workload.{}: {}", e.path(), e.inner()))?,
+            ),
+            other => return Err(format!("workload.kind: {other:?} is neither \"generate\" nor \"trace\"")),
+        };
+        Ok(RunSpec { seed: raw.seed, cluster: raw.cluster, workload, policy: raw.policy, sim: raw.sim })
+    }
+}
