@@ -91,7 +91,10 @@ pub struct SimConfig {
 impl SimConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.nodes == 0 || self.nodes > u32::MAX as usize / 2 {
-            return Err(ConfigError::new("nodes", format!("{} nodes: must be 1 or more", self.nodes)));
+            return Err(ConfigError::new(
+                "nodes",
+                format!("{} nodes: must be 1 or more", self.nodes),
+            ));
         }
         if self.node_memory == 0 {
             return Err(ConfigError::new("node_memory", "must be more than 0 bytes"));
@@ -103,7 +106,10 @@ impl SimConfig {
             ("swap_bandwidth", self.swap_bandwidth),
         ] {
             if !bw.is_finite() || bw <= 0.0 {
-                return Err(ConfigError::new(key, format!("{bw} bytes/s: must be positive")));
+                return Err(ConfigError::new(
+                    key,
+                    format!("{bw} bytes/s: must be positive"),
+                ));
             }
         }
         if self.sample_period.is_zero() {
@@ -139,7 +145,10 @@ pub struct Engine<'m> {
 
 impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("now", &self.now).field("nodes", &self.nodes.len()).finish()
+        f.debug_struct("Engine")
+            .field("now", &self.now)
+            .field("nodes", &self.nodes.len())
+            .finish()
     }
 }
 
@@ -173,7 +182,10 @@ impl<'m> Engine<'m> {
             placement.insert(node.key);
             nodes.push(node);
         }
-        let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
+        let counters = RunCounters {
+            nodes: cfg.nodes,
+            ..RunCounters::default()
+        };
         Ok(Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -245,7 +257,11 @@ impl<'m> Engine<'m> {
         }
         self.counters.horizon = end.since(Time::ZERO);
         self.outcomes.sort_by_key(|o| (o.submit, o.key));
-        RunResult { variant: variant.to_string(), counters: self.counters, outcomes: self.outcomes }
+        RunResult {
+            variant: variant.to_string(),
+            counters: self.counters,
+            outcomes: self.outcomes,
+        }
     }
 
     // ---- workload -------------------------------------------------------
@@ -264,15 +280,21 @@ impl<'m> Engine<'m> {
                 }
                 self.place(slot);
             }
-            WorkloadEvent::Usage { task, offset, mem, .. } => {
-                let Some(&slot) = self.by_key.get(&task) else { return };
+            WorkloadEvent::Usage {
+                task, offset, mem, ..
+            } => {
+                let Some(&slot) = self.by_key.get(&task) else {
+                    return;
+                };
                 if let Some(t) = self.task_mut(slot) {
                     t.spec.profile.push(offset, mem);
                 }
                 self.memory_may_have_changed(slot);
             }
             WorkloadEvent::Finish { task, work, .. } => {
-                let Some(slot) = self.by_key.remove(&task) else { return };
+                let Some(slot) = self.by_key.remove(&task) else {
+                    return;
+                };
                 if let Some(t) = self.task_mut(slot) {
                     t.spec.work = Some(work);
                     t.outcome.work = work;
@@ -332,13 +354,17 @@ impl<'m> Engine<'m> {
     // ---- placement and admission -----------------------------------------
 
     fn place(&mut self, slot: u32) {
-        let Some(&(_, _, node)) = self.placement.first() else { return };
+        let Some(&(_, _, node)) = self.placement.first() else {
+            return;
+        };
         self.submit_to(slot, node);
     }
 
     fn submit_to(&mut self, slot: u32, node: u32) {
         let now = self.now;
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         let req = task.request(now);
         task.phase = Phase::Queued { node };
         let n = &mut self.nodes[node as usize];
@@ -359,7 +385,9 @@ impl<'m> Engine<'m> {
         let budget = self.cfg.policy.launcher.retry_budget;
         let backoff = self.cfg.retry_backoff;
         let now = self.now;
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         task.outcome.rejections += 1;
         if reason == RejectReason::TooLarge || task.outcome.rejections > budget {
             self.retire(slot, false);
@@ -397,7 +425,10 @@ impl<'m> Engine<'m> {
             Event::Released { slot, epoch } => self.on_released(slot, epoch),
             Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
             Event::Retry { slot, epoch } => {
-                if self.task(slot).is_some_and(|t| t.epoch == epoch && t.phase == Phase::Backoff) {
+                if self
+                    .task(slot)
+                    .is_some_and(|t| t.epoch == epoch && t.phase == Phase::Backoff)
+                {
                     self.place(slot);
                 }
             }
@@ -409,9 +440,13 @@ impl<'m> Engine<'m> {
     }
 
     fn on_task_point(&mut self, slot: u32, epoch: u32) {
-        let Some(Phase::Running { node }) = self.live(slot, epoch).map(|t| t.phase) else { return };
+        let Some(Phase::Running { node }) = self.live(slot, epoch).map(|t| t.phase) else {
+            return;
+        };
         self.advance(node);
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         // The event was scheduled for exactly this work offset at a speed that
         // has not changed since (or the epoch would differ): snap to it so
         // rounding never leaves a task a nanosecond short forever.
@@ -438,9 +473,13 @@ impl<'m> Engine<'m> {
     /// A task's profile or work changed (its work advanced to a change point,
     /// or the trace told more): update what it holds and when it next changes.
     fn memory_may_have_changed(&mut self, slot: u32) {
-        let Some(Phase::Running { node }) = self.task(slot).map(|t| t.phase) else { return };
+        let Some(Phase::Running { node }) = self.task(slot).map(|t| t.phase) else {
+            return;
+        };
         self.advance(node);
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         let mem = task.spec.profile.at(task.progress);
         let before = task.mem;
         task.mem = mem;
@@ -466,7 +505,9 @@ impl<'m> Engine<'m> {
     }
 
     fn on_released(&mut self, slot: u32, epoch: u32) {
-        let Some(task) = self.live(slot, epoch) else { return };
+        let Some(task) = self.live(slot, epoch) else {
+            return;
+        };
         let (phase, id) = (task.phase, task.id);
         let node = match phase {
             Phase::Dying { node } | Phase::Freezing { node } | Phase::Dumping { node } => node,
@@ -477,7 +518,9 @@ impl<'m> Engine<'m> {
         let n = &mut self.nodes[node as usize];
         n.remove_member(slot);
         n.policy.departed(id);
-        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
         n.demand = n.demand.saturating_sub(task.mem);
         match phase {
             Phase::Dying { .. } => {
@@ -505,13 +548,22 @@ impl<'m> Engine<'m> {
             Phase::Dumping { .. } => {
                 let size = task.mem;
                 self.counters.checkpoint_bytes_written += task.written;
-                task.image = Some(ImageInfo { size, taken_at: now, shared: self.cfg.shared_store });
+                task.image = Some(ImageInfo {
+                    size,
+                    taken_at: now,
+                    shared: self.cfg.shared_store,
+                });
                 task.progress_at_image = task.progress;
                 task.suspended_at = now;
                 self.recompute(node);
                 let target = self.resume_site(node, size);
-                let Some(task) = self.task_mut(slot) else { return };
-                task.phase = Phase::Checkpointed { node: target, image_node: node };
+                let Some(task) = self.task_mut(slot) else {
+                    return;
+                };
+                task.phase = Phase::Checkpointed {
+                    node: target,
+                    image_node: node,
+                };
                 let (req, mem) = (task.request(now), task.mem);
                 self.nodes[target as usize].policy.suspended(now, req, mem);
                 if target != node {
@@ -531,14 +583,16 @@ impl<'m> Engine<'m> {
         if !self.cfg.shared_store {
             return node;
         }
-        let Some(&(_, _, other)) = self.placement.iter().find(|k| k.2 != node) else { return node };
+        let Some(&(_, _, other)) = self.placement.iter().find(|k| k.2 != node) else {
+            return node;
+        };
         let o = &self.nodes[other as usize];
         if o.stats().available < size {
             return node;
         }
         let here = &self.nodes[node as usize];
-        let local_queue = Duration::from_secs_f64(here.resume_wait.max(0.0))
-            + here.dump_free_at.since(self.now);
+        let local_queue =
+            Duration::from_secs_f64(here.resume_wait.max(0.0)) + here.dump_free_at.since(self.now);
         let remote_queue = o.dump_free_at.since(self.now);
         match choose_resume_site(Some(size), &self.cfg.store, local_queue, remote_queue) {
             ResumeSite::Remote => other,
@@ -547,7 +601,9 @@ impl<'m> Engine<'m> {
     }
 
     fn on_resumed(&mut self, slot: u32, epoch: u32) {
-        let Some(Phase::Resuming { node }) = self.live(slot, epoch).map(|t| t.phase) else { return };
+        let Some(Phase::Resuming { node }) = self.live(slot, epoch).map(|t| t.phase) else {
+            return;
+        };
         self.advance(node);
         if let Some(task) = self.task_mut(slot) {
             task.phase = Phase::Running { node };
@@ -619,12 +675,16 @@ impl<'m> Engine<'m> {
     fn schedule_point(&mut self, slot: u32, node: u32) {
         let now = self.now;
         let node_speed = self.nodes[node as usize].speed;
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         if !matches!(task.phase, Phase::Running { .. }) {
             return;
         }
         let epoch = task.bump();
-        let Some(point) = task.next_point() else { return };
+        let Some(point) = task.next_point() else {
+            return;
+        };
         task.target = point;
         let work = point.saturating_sub(task.progress);
         let speed = task_speed(task.spec.class, node_speed);
@@ -653,7 +713,11 @@ impl<'m> Engine<'m> {
                 observed.push(stats_of(task));
             }
         }
-        let obs = Observation { now, node: n.stats(), containers: &observed };
+        let obs = Observation {
+            now,
+            node: n.stats(),
+            containers: &observed,
+        };
         let backlog = n.dump_free_at.since(now);
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
@@ -672,7 +736,9 @@ impl<'m> Engine<'m> {
     }
 
     fn apply(&mut self, node: u32, action: Action) {
-        let Some(slot) = self.slot_of(action.container()) else { return };
+        let Some(slot) = self.slot_of(action.container()) else {
+            return;
+        };
         match action {
             Action::Launch { .. } => {
                 if matches!(self.task(slot).map(|t| t.phase), Some(Phase::Queued { node: q }) if q == node)
@@ -693,7 +759,9 @@ impl<'m> Engine<'m> {
 
     fn launch(&mut self, slot: u32, node: u32) {
         let now = self.now;
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         task.phase = Phase::Running { node };
         task.started = now;
         task.attempts += 1;
@@ -712,14 +780,18 @@ impl<'m> Engine<'m> {
         let now = self.now;
         let store = self.cfg.store;
         let swap_bw = self.cfg.swap_bandwidth;
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         let (pause, read) = match (task.phase, site) {
-            (Phase::Frozen { node: at }, _) if at == node => {
-                (task.mem as f64 / swap_bw, 0)
-            }
-            (Phase::Checkpointed { node: at, image_node }, ResumeSite::Local | ResumeSite::Remote)
-                if at == node =>
-            {
+            (Phase::Frozen { node: at }, _) if at == node => (task.mem as f64 / swap_bw, 0),
+            (
+                Phase::Checkpointed {
+                    node: at,
+                    image_node,
+                },
+                ResumeSite::Local | ResumeSite::Remote,
+            ) if at == node => {
                 let size = task.image.map_or(task.mem, |i| i.size);
                 let mut secs = size as f64 / store.read;
                 if image_node != node {
@@ -754,7 +826,10 @@ impl<'m> Engine<'m> {
         n.members.push(slot);
         n.demand = n.demand.saturating_add(mem);
         self.recompute(node);
-        self.queue.push(now + Duration::from_secs_f64(pause.min(1e9)), Event::Resumed { slot, epoch });
+        self.queue.push(
+            now + Duration::from_secs_f64(pause.min(1e9)),
+            Event::Resumed { slot, epoch },
+        );
     }
 
     fn preempt(&mut self, slot: u32, node: u32, how: Preemption) {
@@ -770,7 +845,9 @@ impl<'m> Engine<'m> {
         // executor kills instead (as the agent does), so no task is left frozen
         // holding the memory production needs.
         let how = match how {
-            Preemption::Freeze | Preemption::FreezeAndSwapOut if swap_free < mem => Preemption::Kill,
+            Preemption::Freeze | Preemption::FreezeAndSwapOut if swap_free < mem => {
+                Preemption::Kill
+            }
             Preemption::Checkpoint { .. } if !self.cfg.can_checkpoint => Preemption::Kill,
             other => other,
         };
@@ -781,7 +858,10 @@ impl<'m> Engine<'m> {
             }
             Preemption::Freeze | Preemption::FreezeAndSwapOut => {
                 let secs = mem as f64 / self.cfg.swap_bandwidth;
-                (Phase::Freezing { node }, now + Duration::from_secs_f64(secs.min(1e9)))
+                (
+                    Phase::Freezing { node },
+                    now + Duration::from_secs_f64(secs.min(1e9)),
+                )
             }
             Preemption::Checkpoint { incremental } => {
                 let incremental = incremental && task.image.is_some() && self.cfg.can_incremental;
@@ -795,7 +875,9 @@ impl<'m> Engine<'m> {
                 let n = &mut self.nodes[node as usize];
                 let start = n.dump_free_at.max(now);
                 n.dump_free_at = start + dump;
-                let Some(task) = self.task_mut(slot) else { return };
+                let Some(task) = self.task_mut(slot) else {
+                    return;
+                };
                 task.outcome.checkpoints += 1;
                 task.outcome.incremental_checkpoints += u32::from(incremental);
                 task.outcome.checkpoint_time += dump;
@@ -803,7 +885,9 @@ impl<'m> Engine<'m> {
                 (Phase::Dumping { node }, start + dump)
             }
         };
-        let Some(task) = self.task_mut(slot) else { return };
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
         match how {
             Preemption::Kill => task.outcome.kills += 1,
             Preemption::Freeze | Preemption::FreezeAndSwapOut => task.outcome.suspensions += 1,

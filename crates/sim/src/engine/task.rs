@@ -12,20 +12,37 @@ pub enum Phase {
     /// Waiting for a retry after its node's queue refused it.
     Backoff,
     /// In a node's launcher queue.
-    Queued { node: u32 },
-    Running { node: u32 },
+    Queued {
+        node: u32,
+    },
+    Running {
+        node: u32,
+    },
     /// Kill issued; it holds its memory until the kill delay is over.
-    Dying { node: u32 },
+    Dying {
+        node: u32,
+    },
     /// Frozen; its memory is being swapped out.
-    Freezing { node: u32 },
+    Freezing {
+        node: u32,
+    },
     /// Frozen and swapped out, waiting (in `node`'s launcher) to resume.
-    Frozen { node: u32 },
+    Frozen {
+        node: u32,
+    },
     /// Its image is being written; it holds its memory until the dump is done.
-    Dumping { node: u32 },
+    Dumping {
+        node: u32,
+    },
     /// Its image is on the store of `image_node`; it waits in `node`'s launcher.
-    Checkpointed { node: u32, image_node: u32 },
+    Checkpointed {
+        node: u32,
+        image_node: u32,
+    },
     /// Being thawed or restored on `node`: memory charged, no progress yet.
-    Resuming { node: u32 },
+    Resuming {
+        node: u32,
+    },
 }
 
 #[derive(Debug)]
@@ -134,7 +151,10 @@ impl Task {
         if total <= 0.0 {
             return Some(0.0);
         }
-        let since = self.progress.saturating_sub(self.progress_at_image).as_secs_f64();
+        let since = self
+            .progress
+            .saturating_sub(self.progress_at_image)
+            .as_secs_f64();
         Some((since / total).clamp(0.0, 1.0))
     }
 
