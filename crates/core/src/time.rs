@@ -9,7 +9,9 @@ use std::ops::{Add, AddAssign, Sub};
 use std::time::Duration;
 
 /// A point in time, microseconds since an origin chosen by the caller.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Time(pub u64);
 
 impl Time {

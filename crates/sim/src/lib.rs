@@ -5,8 +5,11 @@
 pub mod calibration;
 pub mod engine;
 pub mod generate;
+pub mod killdelay;
 pub mod outcome;
 pub mod report;
+pub mod scenario;
 pub mod storage;
 pub mod trace;
+pub mod units;
 pub mod workload;

@@ -67,6 +67,14 @@ pub struct RunCounters {
     pub checkpoint_bytes_read: u64,
     /// Integral of busy cores over time, core-seconds (for the energy model).
     pub busy_core_seconds: f64,
+    /// Trace rows skipped as unreadable (`skip_bad_rows`), and the first one's error.
+    #[serde(default)]
+    pub skipped_rows: u64,
+    #[serde(default)]
+    pub first_skipped_row: Option<String>,
+    /// Trace rows too far out of order, replayed late.
+    #[serde(default)]
+    pub late_rows: u64,
 }
 
 /// One simulated run of one policy on one workload.

@@ -19,28 +19,27 @@ pub struct Span(pub Duration);
 /// are both accepted and mean what they say (`G`/`GiB` binary, `GB` decimal).
 pub fn parse_size(text: &str) -> Result<Bytes, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = num.parse().map_err(|_| {
         format!("{text:?} is not a size (try \"64GiB\", \"512MB\" or a number of bytes)")
     })?;
-    let mult: f64 =
-        match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1.0,
-            "k" | "kib" => 1024.0,
-            "m" | "mib" => 1024.0 * 1024.0,
-            "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-            "t" | "tib" => 1024f64.powi(4),
-            "kb" => 1e3,
-            "mb" => 1e6,
-            "gb" => 1e9,
-            "tb" => 1e12,
-            other => return Err(format!(
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => {
+            return Err(format!(
                 "{text:?}: unknown size unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            )),
-        };
+            ))
+        }
+    };
     let bytes = value * mult;
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
         return Err(format!("{text:?} is out of range"));
@@ -61,7 +60,7 @@ pub fn parse_span(text: &str) -> Result<Duration, String> {
 }
 
 pub fn secs_to_duration(secs: f64) -> Option<Duration> {
-    (secs.is_finite() && secs >= 0.0 && secs < 1e12).then(|| Duration::from_secs_f64(secs))
+    ((0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
 }
 
 /// A size for humans: `1.5 GiB`.
@@ -156,9 +155,7 @@ mod tests {
         assert_eq!(parse_size("512MB"), Ok(512_000_000));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert!(parse_size("lots").unwrap_err().contains("not a size"));
-        assert!(parse_size("3 parsecs")
-            .unwrap_err()
-            .contains("unknown size unit"));
+        assert!(parse_size("3 parsecs").unwrap_err().contains("unknown size unit"));
     }
 
     #[test]

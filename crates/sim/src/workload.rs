@@ -23,9 +23,7 @@ pub struct MemProfile {
 impl MemProfile {
     /// A task that holds `mem` for its whole life.
     pub fn flat(mem: Bytes) -> MemProfile {
-        MemProfile {
-            points: vec![(Duration::ZERO, mem)],
-        }
+        MemProfile { points: vec![(Duration::ZERO, mem)] }
     }
 
     /// Points in any order; they are sorted by offset, later duplicates win.
@@ -116,18 +114,9 @@ pub enum WorkloadEvent {
     Submit(TaskSpec),
     /// A usage sample of a task: at `offset` into its run it held `mem`.
     /// Sent at trace time `at` (no earlier than the task's submit).
-    Usage {
-        task: TaskKey,
-        at: Time,
-        offset: Duration,
-        mem: Bytes,
-    },
+    Usage { task: TaskKey, at: Time, offset: Duration, mem: Bytes },
     /// The trace says the task's work, at trace time `at`: it ran for `work`.
-    Finish {
-        task: TaskKey,
-        at: Time,
-        work: Duration,
-    },
+    Finish { task: TaskKey, at: Time, work: Duration },
 }
 
 impl WorkloadEvent {
@@ -150,11 +139,7 @@ pub enum TraceError {
         source: std::io::Error,
     },
     #[error("{path}:{line}: {problem}")]
-    BadRow {
-        path: PathBuf,
-        line: u64,
-        problem: String,
-    },
+    BadRow { path: PathBuf, line: u64, problem: String },
     #[error("{path}: {problem}")]
     BadFile { path: PathBuf, problem: String },
 }

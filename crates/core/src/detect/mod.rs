@@ -4,6 +4,12 @@
 //! A detector sees one observation at a time, in time order, and keeps what it
 //! needs of the past itself. It never reads a clock or the kernel.
 
+mod constraint_thrashing;
+mod fault_rate;
+mod samples;
+mod r#static;
+mod threshold;
+
 use crate::config::ConfigError;
 use crate::model::{ContainerId, Observation};
 use crate::time::Time;
@@ -75,8 +81,10 @@ pub enum DetectorConfig {
         #[serde(default = "default_min_rate")]
         min_rate: f64,
     },
-    /// 002: a container's fault rate stays above `threshold` per second for
-    /// `duration` seconds while its resident set does not grow.
+    /// 002: a best-effort container's fault rate (major faults + refaults)
+    /// stays above `threshold` per second for `duration` seconds while its
+    /// resident set does not grow. Defaults are 002's prototype (§3.3):
+    /// 20 pages/s over N = 2 s.
     FaultRate {
         #[serde(default = "default_fault_threshold")]
         threshold: f64,
@@ -98,10 +106,10 @@ fn default_min_rate() -> f64 {
     1.0
 }
 fn default_fault_threshold() -> f64 {
-    100.0
+    20.0
 }
 fn default_fault_duration() -> f64 {
-    3.0
+    2.0
 }
 fn default_rss_growth() -> f64 {
     0.01
@@ -137,15 +145,147 @@ impl DetectorConfig {
         }
     }
 
+    /// Every number finite and within what the detector can work with; the
+    /// error's key is relative to `[detector]`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        todo!("detector helper")
+        match *self {
+            DetectorConfig::Static => Ok(()),
+            DetectorConfig::Threshold { fraction } => check_open("fraction", fraction, 0.0, 1.0),
+            DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
+                check_above_zero("tolerance", tolerance, MAX_WINDOW_SECS)?;
+                check_above_zero("min_rate", min_rate, MAX_RATE)
+            }
+            DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
+                check_above_zero("threshold", threshold, MAX_RATE)?;
+                check_above_zero("duration", duration, MAX_WINDOW_SECS)?;
+                crate::config::check_range("rss_growth", rss_growth, 0.0, 1.0)
+            }
+        }
     }
 
+    /// The detector this config describes. Never panics, even unvalidated:
+    /// out-of-range numbers make a useless detector, not a crash.
     pub fn build(&self) -> Box<dyn Detector> {
-        todo!("detector helper")
+        match *self {
+            DetectorConfig::Static => Box::new(r#static::Static),
+            DetectorConfig::Threshold { fraction } => Box::new(threshold::Threshold::new(fraction)),
+            DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
+                Box::new(constraint_thrashing::ConstraintThrashing::new(secs(tolerance), min_rate))
+            }
+            DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
+                Box::new(fault_rate::FaultRate::new(threshold, secs(duration), rss_growth))
+            }
+        }
     }
+}
+
+/// Windows longer than ten minutes stop being "thrashing tolerated briefly".
+const MAX_WINDOW_SECS: f64 = 600.0;
+/// Far beyond any device's page-fault rate; catches unit mistakes.
+const MAX_RATE: f64 = 1e9;
+
+/// `value` finite and in (lo, hi).
+fn check_open(key: &str, value: f64, lo: f64, hi: f64) -> Result<(), ConfigError> {
+    if value.is_finite() && value > lo && value < hi {
+        return Ok(());
+    }
+    Err(ConfigError::new(key, format!("{value} is outside ({lo}, {hi})")))
+}
+
+/// `value` finite and in (0, hi].
+fn check_above_zero(key: &str, value: f64, hi: f64) -> Result<(), ConfigError> {
+    if value.is_finite() && value > 0.0 && value <= hi {
+        return Ok(());
+    }
+    Err(ConfigError::new(key, format!("{value} is outside (0, {hi}]")))
 }
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> DetectorConfig {
+        match toml::from_str(text) {
+            Ok(c) => c,
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+
+    #[test]
+    fn every_detector_parses_from_toml_with_defaults() {
+        assert_eq!(parse("kind = \"static\""), DetectorConfig::Static);
+        assert_eq!(parse("kind = \"threshold\""), DetectorConfig::Threshold { fraction: 0.1 });
+        assert_eq!(
+            parse("kind = \"threshold\"\nfraction = 0.2"),
+            DetectorConfig::Threshold { fraction: 0.2 }
+        );
+        assert_eq!(
+            parse("kind = \"constraint-thrashing\"\ntolerance = 5.0"),
+            DetectorConfig::ConstraintThrashing { tolerance: 5.0, min_rate: 1.0 }
+        );
+        assert_eq!(parse("kind = \"constraint-thrashing\""), DetectorConfig::default());
+        assert_eq!(
+            parse("kind = \"fault-rate\"\nrss_growth = 0.05"),
+            DetectorConfig::FaultRate { threshold: 20.0, duration: 2.0, rss_growth: 0.05 }
+        );
+        for cfg in [
+            DetectorConfig::Static,
+            DetectorConfig::Threshold { fraction: 0.1 },
+            DetectorConfig::default(),
+            parse("kind = \"fault-rate\""),
+        ] {
+            cfg.validate().unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+            assert_eq!(cfg.build().name(), cfg.name());
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_and_keys_are_refused() {
+        assert!(toml::from_str::<DetectorConfig>("kind = \"psi\"").is_err());
+        assert!(toml::from_str::<DetectorConfig>("kind = \"threshold\"\ntolerance = 3.0").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_bad_key() {
+        let bad = [
+            (DetectorConfig::Threshold { fraction: 1.0 }, "fraction"),
+            (DetectorConfig::Threshold { fraction: f64::NAN }, "fraction"),
+            (DetectorConfig::ConstraintThrashing { tolerance: 0.0, min_rate: 1.0 }, "tolerance"),
+            (DetectorConfig::ConstraintThrashing { tolerance: 601.0, min_rate: 1.0 }, "tolerance"),
+            (
+                DetectorConfig::ConstraintThrashing { tolerance: 3.0, min_rate: f64::INFINITY },
+                "min_rate",
+            ),
+            (DetectorConfig::ConstraintThrashing { tolerance: 3.0, min_rate: -1.0 }, "min_rate"),
+            (
+                DetectorConfig::FaultRate { threshold: 0.0, duration: 2.0, rss_growth: 0.0 },
+                "threshold",
+            ),
+            (
+                DetectorConfig::FaultRate { threshold: 20.0, duration: -2.0, rss_growth: 0.0 },
+                "duration",
+            ),
+            (
+                DetectorConfig::FaultRate { threshold: 20.0, duration: 2.0, rss_growth: 1.5 },
+                "rss_growth",
+            ),
+        ];
+        for (cfg, key) in bad {
+            let err = cfg.validate().expect_err(key);
+            assert_eq!(err.key, key, "{cfg:?}");
+            assert_eq!(err.under("detector").key, format!("detector.{key}"));
+        }
+    }
+
+    #[test]
+    fn an_unvalidated_config_still_builds() {
+        let cfg = DetectorConfig::ConstraintThrashing { tolerance: f64::NAN, min_rate: -1.0 };
+        let mut d = cfg.build();
+        let obs = Observation { now: Time::ZERO, node: Default::default(), containers: &[] };
+        assert_eq!(d.observe(&obs), Verdict::Calm);
+    }
 }

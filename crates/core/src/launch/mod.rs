@@ -2,16 +2,67 @@
 //! tasks queue and start only while the memory snapshot still fits them;
 //! preempted tasks resume first-come-first-served when they fit; after a kill,
 //! launches wait.
+//!
+//! # How a node decides
+//!
+//! * Production and critical tasks launch at submit, always, and their request
+//!   is charged to the snapshot (or to the reservations) at once.
+//! * A best-effort task is rejected at submit only when it can never run here
+//!   (its request alone exceeds the node: `TooLarge`) or the line is full
+//!   (`QueueFull`; `queue_limit` counts tasks waiting to *launch* only, since
+//!   a preempted task was admitted already and is never refused). Otherwise it
+//!   is `Queued`, even when it would fit now: the next `poll` launches it, so
+//!   there is one path to a launch.
+//! * `poll` first resumes preempted tasks, oldest first, then launches queued
+//!   ones, oldest first, each while the head of the line fits (see
+//!   [`AdmissionMode`] for what "fits" means and what a task costs).
+//! * Both lines are strictly FIFO, head-of-line: a task that does not fit
+//!   stops the line behind it, and a preempted task that does not fit stops the
+//!   new launches too. Skipping ahead would fill every gap with small tasks and
+//!   starve a big one forever; resuming before new work keeps the work already
+//!   done (002 §3.1) and avoids waking two competitors at once. The price is
+//!   Mercury's (000 §5.5): a big head can hold the line until memory frees.
+//! * After a kill (`delay_after_kill`), nothing launches or resumes for one
+//!   sync period, so memory pressure can ease before new work arrives (000 §4.2).
+//!
+//! # What a task costs
+//!
+//! A best-effort task is estimated at its job's profiled peak (the mean peak
+//! of the job's last `profile_history` finished tasks), or at its request when
+//! the job has no history here. A resumed task costs the memory it held when
+//! preempted. In `Reserved` mode every task costs its request instead.
+//! A measure larger than the whole node (a profile inflated by swap, a task
+//! restored from a bigger node) could never fit and would hold the line
+//! forever, so the request is used instead, capped at the node's capacity:
+//! such a task then runs when the node has room for what it asked.
+//!
+//! # Bounded state
+//!
+//! Waiting lines are bounded by `queue_limit` (and by the tasks preempted
+//! here); profiles by `profile_history` peaks for at most `profile_jobs` jobs
+//! (least recently updated job forgotten first); reservations by the tasks
+//! running here. A task waits once: a second `submit` or `suspended` for a
+//! task already waiting is ignored (it keeps its place).
 
-use crate::action::{Action, RejectReason};
+mod profile;
+mod queue;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+use self::profile::Profiles;
+use self::queue::{Queues, Suspended};
+use self::snapshot::Snapshot;
+use crate::action::{Action, RejectReason, ResumeSite};
 use crate::config::ConfigError;
 use crate::model::{Bytes, Class, ContainerId, JobId, NodeStats};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// How a node decides that a best-effort task fits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionMode {
     /// Mercury: only into memory nobody reserved (requests never exceed capacity).
@@ -24,6 +75,10 @@ pub enum AdmissionMode {
     Snapshot,
 }
 
+/// The longest sync period accepted, seconds: beyond an hour the snapshot is
+/// no longer a snapshot of anything.
+const MAX_SYNC_SECS: f64 = 3600.0;
+
 /// `[launcher]` in config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -35,9 +90,15 @@ pub struct LaunchConfig {
     pub retry_budget: u32,
     /// Finished tasks of a job whose peaks make its profile (000: 20).
     pub profile_history: usize,
+    /// Jobs whose profile a node keeps at most; the least recently updated is
+    /// forgotten first, so memory stays bounded over millions of jobs.
+    pub profile_jobs: usize,
     /// Upper bound of the snapshot sync period, seconds (000: 10 s; the period
     /// is min(mean runtime / 2, this)).
     pub max_sync_period: f64,
+    /// Lower bound of the sync period, seconds: very short tasks would
+    /// otherwise make a node with waiting tasks wake (and sync) continuously.
+    pub min_sync_period: f64,
     /// Whether launches wait one sync period after a kill (000 §4.2).
     pub delay_after_kill: bool,
 }
@@ -49,7 +110,9 @@ impl Default for LaunchConfig {
             queue_limit: 1000,
             retry_budget: 3,
             profile_history: 20,
+            profile_jobs: 256,
             max_sync_period: 10.0,
+            min_sync_period: 1.0,
             delay_after_kill: true,
         }
     }
@@ -57,7 +120,39 @@ impl Default for LaunchConfig {
 
 impl LaunchConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        todo!("launcher helper")
+        if self.queue_limit == 0 {
+            return Err(ConfigError::new(
+                "queue_limit",
+                "must be at least 1: with no room to wait, every best-effort task is refused",
+            ));
+        }
+        if self.profile_history == 0 {
+            return Err(ConfigError::new(
+                "profile_history",
+                "must be at least 1: a profile needs one finished task",
+            ));
+        }
+        if self.profile_jobs == 0 {
+            return Err(ConfigError::new(
+                "profile_jobs",
+                "must be at least 1: with no job kept, no profile is ever used",
+            ));
+        }
+        let max = self.max_sync_period;
+        if !max.is_finite() || max <= 0.0 || max > MAX_SYNC_SECS {
+            return Err(ConfigError::new(
+                "max_sync_period",
+                format!("{max} is outside (0, {MAX_SYNC_SECS}] seconds"),
+            ));
+        }
+        let min = self.min_sync_period;
+        if !min.is_finite() || min <= 0.0 || min > max {
+            return Err(ConfigError::new(
+                "min_sync_period",
+                format!("{min} is outside (0, max_sync_period = {max}] seconds"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -80,15 +175,88 @@ pub enum Admission {
     Rejected(RejectReason),
 }
 
+/// `Reserved` mode's ledger: the request of every task running here.
+#[derive(Debug, Default)]
+struct Reservations {
+    by_task: HashMap<ContainerId, Bytes>,
+    /// u128: production may reserve past capacity, and many u64 requests
+    /// summed must not wrap.
+    total: u128,
+}
+
+impl Reservations {
+    fn charge(&mut self, id: ContainerId, bytes: Bytes) {
+        // A task charged twice (launched again without a departure in between)
+        // holds one reservation, not two.
+        let old = self.by_task.insert(id, bytes).map_or(0, u128::from);
+        self.total = self.total - old + u128::from(bytes);
+    }
+
+    fn release(&mut self, id: ContainerId) {
+        if let Some(bytes) = self.by_task.remove(&id) {
+            self.total -= u128::from(bytes);
+        }
+    }
+
+    /// Capacity nobody reserved.
+    fn room(&self, capacity: Bytes) -> Bytes {
+        let free = u128::from(capacity).saturating_sub(self.total);
+        Bytes::try_from(free).unwrap_or(Bytes::MAX)
+    }
+}
+
 /// One node's launcher. See the module doc.
 #[derive(Debug)]
 pub struct Launcher {
     cfg: LaunchConfig,
+    /// `max_sync_period` and `min_sync_period` as durations, converted once
+    /// and made safe even for a config that was never validated.
+    max_sync: Duration,
+    min_sync: Duration,
+    profiles: Profiles,
+    queues: Queues,
+    snapshot: Snapshot,
+    reservations: Reservations,
+    /// No launch or resume before this (after a kill).
+    delay_until: Time,
+    /// The latest time the launcher was told of.
+    latest: Time,
+}
+
+/// Seconds from config as a duration; `fallback` for values no duration has.
+fn seconds(value: f64, fallback: Duration) -> Duration {
+    if value.is_finite() && value > 0.0 {
+        Duration::try_from_secs_f64(value.min(MAX_SYNC_SECS)).unwrap_or(fallback)
+    } else {
+        fallback
+    }
+}
+
+/// What a task costs in the fit test: `measure`, unless the node could never
+/// hold it, then the request (capped at capacity). See the module doc.
+fn fit_cost(measure: Bytes, request: Bytes, capacity: Bytes) -> Bytes {
+    if measure <= capacity {
+        measure
+    } else {
+        request.min(capacity)
+    }
 }
 
 impl Launcher {
     pub fn new(cfg: LaunchConfig) -> Launcher {
-        Launcher { cfg }
+        let max_sync = seconds(cfg.max_sync_period, Duration::from_secs(10));
+        let min_sync = seconds(cfg.min_sync_period, Duration::from_secs(1)).min(max_sync);
+        Launcher {
+            profiles: Profiles::new(cfg.profile_history, cfg.profile_jobs),
+            cfg,
+            max_sync,
+            min_sync,
+            queues: Queues::default(),
+            snapshot: Snapshot::default(),
+            reservations: Reservations::default(),
+            delay_until: Time::ZERO,
+            latest: Time::ZERO,
+        }
     }
 
     pub fn config(&self) -> &LaunchConfig {
@@ -97,50 +265,195 @@ impl Launcher {
 
     /// A task arrives. Production and critical tasks launch at once.
     pub fn submit(&mut self, now: Time, task: TaskRequest, node: &NodeStats) -> Admission {
-        let _ = (now, task, node);
-        todo!("launcher helper")
+        self.observe(now, node);
+        if task.class != Class::BestEffort {
+            // Production never waits (000 §4.2); what it reserved is gone for
+            // best-effort work from now on, before the kernel shows it.
+            match self.cfg.admission {
+                AdmissionMode::Snapshot => self.snapshot.charge(task.request),
+                AdmissionMode::Reserved => self.reservations.charge(task.id, task.request),
+                AdmissionMode::Available => {}
+            }
+            return Admission::Launch;
+        }
+        if self.queues.contains(task.id) {
+            return Admission::Queued;
+        }
+        if task.request > node.capacity {
+            return Admission::Rejected(RejectReason::TooLarge);
+        }
+        if self.queues.lens().0 >= self.cfg.queue_limit {
+            return Admission::Rejected(RejectReason::QueueFull);
+        }
+        self.queues.push_launch(task);
+        Admission::Queued
     }
 
     /// A preempted (frozen or checkpointed) task waits to resume, holding `memory`
     /// when it comes back; resumes are first-come-first-served.
     pub fn suspended(&mut self, now: Time, task: TaskRequest, memory: Bytes) {
-        let _ = (now, task, memory);
-        todo!("launcher helper")
+        self.see(now);
+        // It no longer runs here, whether or not `departed` said so first.
+        self.reservations.release(task.id);
+        if !self.queues.contains(task.id) {
+            self.queues.push_resume(Suspended { task, memory });
+        }
     }
 
     /// A task finished normally: its peak joins its job's profile.
     pub fn finished(&mut self, job: JobId, peak: Bytes, runtime: Duration) {
-        let _ = (job, peak, runtime);
-        todo!("launcher helper")
+        self.profiles.record(job, peak, runtime);
     }
 
     /// A task left the node (killed, finished, moved): it no longer holds a charge.
     pub fn departed(&mut self, id: ContainerId) {
-        let _ = id;
-        todo!("launcher helper")
+        self.reservations.release(id);
+        // A task that leaves while still waiting (cancelled) must not launch.
+        self.queues.remove(id);
     }
 
     /// A container was killed: launches wait one sync period (when configured).
     pub fn killed(&mut self, now: Time) {
-        let _ = now;
-        todo!("launcher helper")
+        self.see(now);
+        if self.cfg.delay_after_kill {
+            self.delay_until = self.delay_until.max(now + self.sync_period());
+        }
     }
 
     /// Launch or resume what fits now, in order, into `out`
     /// (`Action::Resume` for preempted tasks first, then `Action::Launch`).
     pub fn poll(&mut self, now: Time, node: &NodeStats, out: &mut Vec<Action>) {
-        let _ = (now, node, out);
-        todo!("launcher helper")
+        self.observe(now, node);
+        if self.queues.is_empty() || now < self.delay_until {
+            return;
+        }
+        let capacity = node.capacity;
+        let mut room = match self.cfg.admission {
+            AdmissionMode::Snapshot => self.snapshot.mem(),
+            AdmissionMode::Available => node.available,
+            AdmissionMode::Reserved => self.reservations.room(capacity),
+        };
+        // Resume before new work: while a preempted task does not fit,
+        // nothing new starts ahead of it.
+        let mut resumed_all = true;
+        while let Some(s) = self.queues.front_resume() {
+            let cost = self.resume_cost(s, capacity);
+            if cost > room {
+                resumed_all = false;
+                break;
+            }
+            room -= cost;
+            if let Some(s) = self.queues.pop_resume() {
+                self.admitted(s.task.id, cost);
+                out.push(Action::Resume { id: s.task.id, site: ResumeSite::Local });
+            }
+        }
+        if resumed_all {
+            while let Some(t) = self.queues.front_launch() {
+                let cost = self.launch_cost(t, capacity);
+                if cost > room {
+                    break;
+                }
+                room -= cost;
+                if let Some(t) = self.queues.pop_launch() {
+                    self.admitted(t.id, cost);
+                    out.push(Action::Launch { id: t.id });
+                }
+            }
+        }
+        if self.cfg.admission == AdmissionMode::Snapshot {
+            self.snapshot.set(room);
+        }
     }
 
     /// When `poll` could next do something that it cannot do now (end of the
     /// post-kill delay, next sync), if anything waits.
+    ///
+    /// A time not after the last one seen means "poll now": the snapshot is
+    /// due for a sync (the period shortened as tasks finished) or was never
+    /// taken.
     pub fn wake_at(&self) -> Option<Time> {
-        todo!("launcher helper")
+        if self.queues.is_empty() {
+            return None;
+        }
+        // Nothing can start before the delay ends, whatever a sync shows.
+        if self.delay_until > self.latest {
+            return Some(self.delay_until);
+        }
+        match self.cfg.admission {
+            AdmissionMode::Snapshot => {
+                Some(self.snapshot.next_sync(self.sync_period()).unwrap_or(self.latest))
+            }
+            // Room here comes only with events the caller sees (departures,
+            // memory freed), which make it poll anyway.
+            AdmissionMode::Available | AdmissionMode::Reserved => None,
+        }
     }
 
     /// Best-effort tasks waiting to launch, and preempted tasks waiting to resume.
     pub fn waiting(&self) -> (usize, usize) {
-        todo!("launcher helper")
+        self.queues.lens()
+    }
+
+    /// The snapshot sync period (also the post-kill delay):
+    /// min(mean runtime / 2, `max_sync_period`), at least `min_sync_period`;
+    /// `max_sync_period` before any task finished here.
+    pub fn sync_period(&self) -> Duration {
+        match self.profiles.mean_runtime() {
+            None => self.max_sync,
+            Some(mean) => (mean / 2).max(self.min_sync).min(self.max_sync),
+        }
+    }
+
+    /// What a best-effort task of `job` is expected to use at its peak: the
+    /// mean of its job's last peaks, if the job has finished tasks here.
+    pub fn profiled_peak(&self, job: JobId) -> Option<Bytes> {
+        self.profiles.estimate(job)
+    }
+
+    /// The snapshot's unclaimed memory (`SnapMem`), meaningful in `Snapshot` mode.
+    pub fn snapshot_mem(&self) -> Bytes {
+        self.snapshot.mem()
+    }
+
+    /// Bring time and, when a sync is due, the snapshot up to date.
+    fn observe(&mut self, now: Time, node: &NodeStats) {
+        self.see(now);
+        if self.cfg.admission == AdmissionMode::Snapshot {
+            let period = self.sync_period();
+            self.snapshot.sync_if_due(now, period, node.available);
+        }
+    }
+
+    fn see(&mut self, now: Time) {
+        self.latest = self.latest.max(now);
+    }
+
+    fn launch_cost(&self, t: &TaskRequest, capacity: Bytes) -> Bytes {
+        let measure = match self.cfg.admission {
+            AdmissionMode::Reserved => t.request,
+            AdmissionMode::Available | AdmissionMode::Snapshot => {
+                self.profiles.estimate(t.job).unwrap_or(t.request)
+            }
+        };
+        fit_cost(measure, t.request, capacity)
+    }
+
+    fn resume_cost(&self, s: &Suspended, capacity: Bytes) -> Bytes {
+        let measure = match self.cfg.admission {
+            // It takes its reservation back, whatever it held when preempted.
+            AdmissionMode::Reserved => s.task.request,
+            AdmissionMode::Available | AdmissionMode::Snapshot => s.memory,
+        };
+        fit_cost(measure, s.task.request, capacity)
+    }
+
+    /// A task was just launched or resumed at `cost`. The snapshot's charge is
+    /// carried by `room` in `poll`; reservations are kept per task so that a
+    /// departure gives exactly its own back.
+    fn admitted(&mut self, id: ContainerId, cost: Bytes) {
+        if self.cfg.admission == AdmissionMode::Reserved {
+            self.reservations.charge(id, cost);
+        }
     }
 }

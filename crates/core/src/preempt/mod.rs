@@ -2,6 +2,9 @@
 //! the adaptive choice of 004 Algorithm 1), and where a checkpointed task is
 //! resumed (004 Algorithm 2).
 
+mod adaptive;
+mod fixed;
+
 use crate::action::{Preemption, ResumeSite};
 use crate::config::ConfigError;
 use crate::model::{Bytes, ContainerStats};
@@ -43,14 +46,22 @@ pub trait Preemptor: fmt::Debug + Send {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PreemptorConfig {
+    /// 000: kill the whole container; its work is lost.
     #[default]
     Kill,
+    /// 002: freeze it (`Preemption::Freeze`); memory stays, coldest to reclaim.
     Suspend,
+    /// Freeze it, then push its memory out to swap.
     SuspendAndSwapOut,
+    /// 004 §3: always checkpoint (a kill where CRIU does not work).
     Checkpoint {
+        /// Dump only what changed when the victim has an earlier image and
+        /// the node tracks soft-dirty pages (004 §4.1).
         #[serde(default = "default_true")]
         incremental: bool,
     },
+    /// 004 Algorithm 1: checkpoint when the work done exceeds dump + restore
+    /// + dump-queue time, else kill.
     Adaptive {
         #[serde(default = "default_true")]
         incremental: bool,
@@ -62,23 +73,203 @@ fn default_true() -> bool {
 }
 
 impl PreemptorConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PreemptorConfig::Kill => "kill",
+            PreemptorConfig::Suspend => "suspend",
+            PreemptorConfig::SuspendAndSwapOut => "suspend-and-swap-out",
+            PreemptorConfig::Checkpoint { .. } => "checkpoint",
+            PreemptorConfig::Adaptive { .. } => "adaptive",
+        }
+    }
+
+    /// Nothing numeric to check: every preemptor works with any store, and
+    /// the store's bandwidths are the node's, not the policy's.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        todo!("preemptor helper")
+        Ok(())
     }
 
     pub fn build(&self) -> Box<dyn Preemptor> {
-        todo!("preemptor helper")
+        let fixed = |how| Box::new(fixed::Fixed { name: self.name(), how });
+        match *self {
+            PreemptorConfig::Kill => fixed(Preemption::Kill),
+            PreemptorConfig::Suspend => fixed(Preemption::Freeze),
+            PreemptorConfig::SuspendAndSwapOut => fixed(Preemption::FreezeAndSwapOut),
+            PreemptorConfig::Checkpoint { incremental } => {
+                Box::new(fixed::Checkpoint { incremental })
+            }
+            PreemptorConfig::Adaptive { incremental } => {
+                Box::new(adaptive::Adaptive { incremental })
+            }
+        }
+    }
+}
+
+/// Whether a dump of `victim` can be incremental: wanted, supported on this
+/// node (soft-dirty tracking), and built on an earlier image.
+fn incremental(wanted: bool, victim: &ContainerStats, ctx: &PreemptContext) -> bool {
+    wanted && ctx.can_incremental && victim.image.is_some()
+}
+
+/// Seconds to move `bytes` at `bandwidth` bytes per second. A bandwidth that
+/// is zero, negative or not a number means the transfer never finishes, so
+/// whatever needs it loses every comparison instead of producing NaN.
+fn transfer_secs(bytes: Bytes, bandwidth: f64) -> f64 {
+    if bytes == 0 {
+        0.0
+    } else if bandwidth > 0.0 {
+        bytes as f64 / bandwidth
+    } else {
+        f64::INFINITY
     }
 }
 
 /// 004 Algorithm 2: restore where it is cheaper, local or remote; restart
 /// when there is no image.
+///
+/// Local: read the image + wait for the local queue. Remote: ship it over the
+/// network, read it + wait for the remote queue. Ties stay local (no data
+/// moves). A caller whose image is not on a shared store, or that has no
+/// other node, passes `Duration::MAX` as `remote_queue`.
 pub fn choose_resume_site(
     image: Option<Bytes>,
     store: &StoreBandwidth,
     local_queue: Duration,
     remote_queue: Duration,
 ) -> ResumeSite {
-    let _ = (image, store, local_queue, remote_queue);
-    todo!("preemptor helper")
+    let Some(size) = image else {
+        return ResumeSite::Restart;
+    };
+    let read = transfer_secs(size, store.read);
+    let local = read + local_queue.as_secs_f64();
+    let remote = transfer_secs(size, store.net) + read + remote_queue.as_secs_f64();
+    if local <= remote {
+        ResumeSite::Local
+    } else {
+        ResumeSite::Remote
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Class, ContainerId, ImageInfo, JobId};
+
+    const GB: Bytes = 1_000_000_000;
+    const STORE: StoreBandwidth = StoreBandwidth { write: 1e9, read: 1e9, net: 0.5e9 };
+
+    fn ctx() -> PreemptContext {
+        PreemptContext {
+            now: Time::from_secs(10),
+            store: STORE,
+            dump_backlog: Duration::ZERO,
+            can_checkpoint: true,
+            can_incremental: true,
+        }
+    }
+
+    #[test]
+    fn resume_site_follows_algorithm_2() {
+        let s = |img, local, remote| {
+            choose_resume_site(img, &STORE, Duration::from_secs(local), Duration::from_secs(remote))
+        };
+        assert_eq!(s(None, 0, 0), ResumeSite::Restart);
+        assert_eq!(s(None, 1000, 0), ResumeSite::Restart);
+        // Equal queues: the network costs 2 s more remotely.
+        assert_eq!(s(Some(GB), 0, 0), ResumeSite::Local);
+        assert_eq!(s(Some(GB), 2, 0), ResumeSite::Local, "a tie stays local");
+        assert_eq!(s(Some(GB), 3, 0), ResumeSite::Remote, "a long local queue sends it away");
+        assert_eq!(s(Some(GB), 30, 20), ResumeSite::Remote);
+        assert_eq!(s(Some(GB), 3, 1), ResumeSite::Local);
+        assert_eq!(
+            choose_resume_site(Some(GB), &STORE, Duration::from_secs(3600), Duration::MAX),
+            ResumeSite::Local,
+            "no remote option"
+        );
+    }
+
+    #[test]
+    fn resume_site_survives_broken_bandwidths() {
+        for net in [0.0, -5.0, f64::NAN] {
+            let store = StoreBandwidth { net, ..STORE };
+            assert_eq!(
+                choose_resume_site(Some(GB), &store, Duration::from_secs(100), Duration::ZERO),
+                ResumeSite::Local
+            );
+        }
+        let no_read = StoreBandwidth { read: 0.0, ..STORE };
+        assert_eq!(
+            choose_resume_site(Some(GB), &no_read, Duration::ZERO, Duration::ZERO),
+            ResumeSite::Local
+        );
+        assert_eq!(
+            choose_resume_site(Some(0), &STORE, Duration::from_secs(1), Duration::ZERO),
+            ResumeSite::Remote
+        );
+    }
+
+    #[test]
+    fn fixed_preemptors_pay_their_one_way() {
+        let v = ContainerStats::new(ContainerId(1), JobId(1), Class::BestEffort, Time::ZERO);
+        let cases = [
+            (PreemptorConfig::Kill, Preemption::Kill),
+            (PreemptorConfig::Suspend, Preemption::Freeze),
+            (PreemptorConfig::SuspendAndSwapOut, Preemption::FreezeAndSwapOut),
+        ];
+        for (cfg, how) in cases {
+            let p = cfg.build();
+            assert_eq!(p.name(), cfg.name());
+            assert_eq!(p.choose(&v, &ctx()), how);
+            assert_eq!(p.choose(&v, &PreemptContext { can_checkpoint: false, ..ctx() }), how);
+        }
+    }
+
+    #[test]
+    fn checkpoint_is_incremental_only_on_an_earlier_image_and_kills_without_criu() {
+        let mut v = ContainerStats::new(ContainerId(1), JobId(1), Class::BestEffort, Time::ZERO);
+        v.usage = GB;
+        let p = PreemptorConfig::Checkpoint { incremental: true }.build();
+        assert_eq!(p.choose(&v, &ctx()), Preemption::Checkpoint { incremental: false });
+        v.image = Some(ImageInfo { size: GB, taken_at: Time::ZERO, shared: true });
+        assert_eq!(p.choose(&v, &ctx()), Preemption::Checkpoint { incremental: true });
+        assert_eq!(
+            p.choose(&v, &PreemptContext { can_incremental: false, ..ctx() }),
+            Preemption::Checkpoint { incremental: false }
+        );
+        let full = PreemptorConfig::Checkpoint { incremental: false }.build();
+        assert_eq!(full.choose(&v, &ctx()), Preemption::Checkpoint { incremental: false });
+        assert_eq!(
+            p.choose(&v, &PreemptContext { can_checkpoint: false, ..ctx() }),
+            Preemption::Kill
+        );
+    }
+
+    #[test]
+    fn every_preemptor_parses_from_toml() {
+        let parse =
+            |t: &str| toml::from_str::<PreemptorConfig>(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(parse("kind = \"kill\""), PreemptorConfig::Kill);
+        assert_eq!(parse("kind = \"suspend\""), PreemptorConfig::Suspend);
+        assert_eq!(parse("kind = \"suspend-and-swap-out\""), PreemptorConfig::SuspendAndSwapOut);
+        assert_eq!(
+            parse("kind = \"checkpoint\""),
+            PreemptorConfig::Checkpoint { incremental: true }
+        );
+        assert_eq!(
+            parse("kind = \"checkpoint\"\nincremental = false"),
+            PreemptorConfig::Checkpoint { incremental: false }
+        );
+        assert_eq!(parse("kind = \"adaptive\""), PreemptorConfig::Adaptive { incremental: true });
+        assert_eq!(
+            parse("kind = \"adaptive\"\nincremental = false"),
+            PreemptorConfig::Adaptive { incremental: false }
+        );
+        assert!(toml::from_str::<PreemptorConfig>("kind = \"freeze\"").is_err());
+        assert!(toml::from_str::<PreemptorConfig>("kind = \"adaptive\"\nincremental = 1").is_err());
+        assert!(toml::from_str::<PreemptorConfig>("kind = \"adaptive\"\nbandwidth = 1").is_err());
+        for cfg in [PreemptorConfig::Kill, PreemptorConfig::Adaptive { incremental: true }] {
+            assert_eq!(cfg.validate(), Ok(()));
+            assert_eq!(cfg.build().name(), cfg.name());
+        }
+    }
 }

@@ -106,10 +106,7 @@ impl SimConfig {
             ("swap_bandwidth", self.swap_bandwidth),
         ] {
             if !bw.is_finite() || bw <= 0.0 {
-                return Err(ConfigError::new(
-                    key,
-                    format!("{bw} bytes/s: must be positive"),
-                ));
+                return Err(ConfigError::new(key, format!("{bw} bytes/s: must be positive")));
             }
         }
         if self.sample_period.is_zero() {
@@ -145,10 +142,7 @@ pub struct Engine<'m> {
 
 impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("now", &self.now)
-            .field("nodes", &self.nodes.len())
-            .finish()
+        f.debug_struct("Engine").field("now", &self.now).field("nodes", &self.nodes.len()).finish()
     }
 }
 
@@ -182,10 +176,7 @@ impl<'m> Engine<'m> {
             placement.insert(node.key);
             nodes.push(node);
         }
-        let counters = RunCounters {
-            nodes: cfg.nodes,
-            ..RunCounters::default()
-        };
+        let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
         Ok(Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -232,7 +223,7 @@ impl<'m> Engine<'m> {
             }
             self.now = self.now.max(at);
             self.counters.events += 1;
-            if self.counters.events % 65_536 == 0 {
+            if self.counters.events.is_multiple_of(65_536) {
                 progress.update(self.now, self.counters.events);
             }
             if take_workload {
@@ -257,11 +248,7 @@ impl<'m> Engine<'m> {
         }
         self.counters.horizon = end.since(Time::ZERO);
         self.outcomes.sort_by_key(|o| (o.submit, o.key));
-        RunResult {
-            variant: variant.to_string(),
-            counters: self.counters,
-            outcomes: self.outcomes,
-        }
+        RunResult { variant: variant.to_string(), counters: self.counters, outcomes: self.outcomes }
     }
 
     // ---- workload -------------------------------------------------------
@@ -280,9 +267,7 @@ impl<'m> Engine<'m> {
                 }
                 self.place(slot);
             }
-            WorkloadEvent::Usage {
-                task, offset, mem, ..
-            } => {
+            WorkloadEvent::Usage { task, offset, mem, .. } => {
                 let Some(&slot) = self.by_key.get(&task) else {
                     return;
                 };
@@ -425,10 +410,7 @@ impl<'m> Engine<'m> {
             Event::Released { slot, epoch } => self.on_released(slot, epoch),
             Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
             Event::Retry { slot, epoch } => {
-                if self
-                    .task(slot)
-                    .is_some_and(|t| t.epoch == epoch && t.phase == Phase::Backoff)
-                {
+                if self.task(slot).is_some_and(|t| t.epoch == epoch && t.phase == Phase::Backoff) {
                     self.place(slot);
                 }
             }
@@ -461,8 +443,9 @@ impl<'m> Engine<'m> {
     fn complete(&mut self, slot: u32, node: u32) {
         let Some(task) = self.task(slot) else { return };
         let (id, job, peak) = (task.id, task.spec.job, task.spec.profile.peak());
-        let runtime = task.progress;
+        let (runtime, mem) = (task.progress, task.mem);
         let n = &mut self.nodes[node as usize];
+        n.demand = n.demand.saturating_sub(mem);
         n.remove_member(slot);
         n.policy.finished(id, job, peak, runtime);
         self.retire(slot, true);
@@ -548,11 +531,7 @@ impl<'m> Engine<'m> {
             Phase::Dumping { .. } => {
                 let size = task.mem;
                 self.counters.checkpoint_bytes_written += task.written;
-                task.image = Some(ImageInfo {
-                    size,
-                    taken_at: now,
-                    shared: self.cfg.shared_store,
-                });
+                task.image = Some(ImageInfo { size, taken_at: now, shared: self.cfg.shared_store });
                 task.progress_at_image = task.progress;
                 task.suspended_at = now;
                 self.recompute(node);
@@ -560,10 +539,7 @@ impl<'m> Engine<'m> {
                 let Some(task) = self.task_mut(slot) else {
                     return;
                 };
-                task.phase = Phase::Checkpointed {
-                    node: target,
-                    image_node: node,
-                };
+                task.phase = Phase::Checkpointed { node: target, image_node: node };
                 let (req, mem) = (task.request(now), task.mem);
                 self.nodes[target as usize].policy.suspended(now, req, mem);
                 if target != node {
@@ -713,11 +689,7 @@ impl<'m> Engine<'m> {
                 observed.push(stats_of(task));
             }
         }
-        let obs = Observation {
-            now,
-            node: n.stats(),
-            containers: &observed,
-        };
+        let obs = Observation { now, node: n.stats(), containers: &observed };
         let backlog = n.dump_free_at.since(now);
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
@@ -786,10 +758,7 @@ impl<'m> Engine<'m> {
         let (pause, read) = match (task.phase, site) {
             (Phase::Frozen { node: at }, _) if at == node => (task.mem as f64 / swap_bw, 0),
             (
-                Phase::Checkpointed {
-                    node: at,
-                    image_node,
-                },
+                Phase::Checkpointed { node: at, image_node },
                 ResumeSite::Local | ResumeSite::Remote,
             ) if at == node => {
                 let size = task.image.map_or(task.mem, |i| i.size);
@@ -826,10 +795,8 @@ impl<'m> Engine<'m> {
         n.members.push(slot);
         n.demand = n.demand.saturating_add(mem);
         self.recompute(node);
-        self.queue.push(
-            now + Duration::from_secs_f64(pause.min(1e9)),
-            Event::Resumed { slot, epoch },
-        );
+        self.queue
+            .push(now + Duration::from_secs_f64(pause.min(1e9)), Event::Resumed { slot, epoch });
     }
 
     fn preempt(&mut self, slot: u32, node: u32, how: Preemption) {
@@ -858,10 +825,7 @@ impl<'m> Engine<'m> {
             }
             Preemption::Freeze | Preemption::FreezeAndSwapOut => {
                 let secs = mem as f64 / self.cfg.swap_bandwidth;
-                (
-                    Phase::Freezing { node },
-                    now + Duration::from_secs_f64(secs.min(1e9)),
-                )
+                (Phase::Freezing { node }, now + Duration::from_secs_f64(secs.min(1e9)))
             }
             Preemption::Checkpoint { incremental } => {
                 let incremental = incremental && task.image.is_some() && self.cfg.can_incremental;

@@ -151,10 +151,7 @@ impl Task {
         if total <= 0.0 {
             return Some(0.0);
         }
-        let since = self
-            .progress
-            .saturating_sub(self.progress_at_image)
-            .as_secs_f64();
+        let since = self.progress.saturating_sub(self.progress_at_image).as_secs_f64();
         Some((since / total).clamp(0.0, 1.0))
     }
 

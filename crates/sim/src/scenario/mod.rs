@@ -8,9 +8,12 @@
 //! from the command line — and only then checked, so every error names the
 //! key where the bad value sits.
 
+mod run;
 mod spec;
 
-pub use spec::{ClusterSpec, RunSpec, WorkloadSpec};
+pub use crate::report::{render, write_outputs};
+pub use run::{execute, sim_config, RunError};
+pub use spec::{ClusterSpec, RunSpec, SimKnobs, TraceSpec, WorkloadSpec};
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("charon-tolerance", include_str!("../../../../scenarios/charon-tolerance.toml")),
     ("checkpoint-storage", include_str!("../../../../scenarios/checkpoint-storage.toml")),
     ("checkpoint-incremental", include_str!("../../../../scenarios/checkpoint-incremental.toml")),
+    ("scale", include_str!("../../../../scenarios/scale.toml")),
 ];
 
 /// A scenario file that cannot be used.
@@ -139,16 +143,23 @@ impl Scenario {
 
     /// Parse scenario text; `origin` names it in errors; `overrides` are
     /// `key=value` settings applied to every run last.
-    pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let invalid = |problem: String| ScenarioError::Invalid { origin: origin.to_string(), problem };
+    pub fn parse(
+        text: &str,
+        origin: &str,
+        overrides: &[String],
+    ) -> Result<Scenario, ScenarioError> {
+        let invalid =
+            |problem: String| ScenarioError::Invalid { origin: origin.to_string(), problem };
         let raw: RawScenario = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let mut override_table = Table::new();
         for o in overrides {
-            let (key, value) = parse_override(o).map_err(|p| invalid(format!("--set {o:?}: {p}")))?;
-            set_dotted(&mut override_table, &key, value).map_err(|p| invalid(format!("--set {o:?}: {p}")))?;
+            let (key, value) =
+                parse_override(o).map_err(|p| invalid(format!("--set {o:?}: {p}")))?;
+            set_dotted(&mut override_table, &key, value)
+                .map_err(|p| invalid(format!("--set {o:?}: {p}")))?;
         }
         let variants = if raw.variants.is_empty() { vec![Table::new()] } else { raw.variants };
-        let points: Vec<(Option<String>, Option<(String, Value)>)> = match &raw.sweep {
+        let points: Vec<SweepPoint> = match &raw.sweep {
             None => vec![(None, None)],
             Some(sw) => {
                 if sw.values.is_empty() {
@@ -165,7 +176,11 @@ impl Scenario {
                     .iter()
                     .enumerate()
                     .map(|(i, v)| {
-                        let label = sw.labels.get(i).cloned().unwrap_or_else(|| format!("{}={}", last_key(&sw.key), v));
+                        let label = sw
+                            .labels
+                            .get(i)
+                            .cloned()
+                            .unwrap_or_else(|| format!("{}={}", last_key(&sw.key), v));
                         (Some(label), Some((sw.key.clone(), v.clone())))
                     })
                     .collect()
@@ -176,21 +191,27 @@ impl Scenario {
             let mut variant = variant.clone();
             let vname = match variant.remove("name") {
                 Some(Value::String(s)) => s,
-                Some(other) => return Err(invalid(format!("variants[{vi}].name: expected a string, found {other}"))),
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "variants[{vi}].name: expected a string, found {other}"
+                    )))
+                }
                 None => format!("variant-{}", vi + 1),
             };
             for (label, point) in &points {
                 let mut merged = raw.base.clone();
                 merge(&mut merged, &variant);
                 if let Some((key, value)) = point {
-                    set_dotted(&mut merged, key, value.clone()).map_err(|p| invalid(format!("sweep.key: {p}")))?;
+                    set_dotted(&mut merged, key, value.clone())
+                        .map_err(|p| invalid(format!("sweep.key: {p}")))?;
                 }
                 merge(&mut merged, &override_table);
                 let name = match label {
                     Some(l) => format!("{vname}@{l}"),
                     None => vname.clone(),
                 };
-                let spec = RunSpec::from_table(merged).map_err(|p| invalid(format!("run {name:?}: {p}")))?;
+                let spec = RunSpec::from_table(merged)
+                    .map_err(|p| invalid(format!("run {name:?}: {p}")))?;
                 runs.push(PlannedRun { name, variant: vname.clone(), point: label.clone(), spec });
             }
         }
@@ -212,6 +233,9 @@ impl Scenario {
         })
     }
 }
+
+/// A sweep point: its label and the setting it makes.
+type SweepPoint = (Option<String>, Option<(String, Value)>);
 
 fn last_key(key: &str) -> &str {
     key.rsplit('.').next().unwrap_or(key)
@@ -236,7 +260,8 @@ fn parse_override(text: &str) -> Result<(String, Value), String> {
 /// Set `a.b.c = value` in `table`, creating the tables on the way.
 fn set_dotted(table: &mut Table, key: &str, value: Value) -> Result<(), String> {
     let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().filter(|k| !k.is_empty()).ok_or_else(|| format!("{key:?} is not a key"))?;
+    let last =
+        parts.pop().filter(|k| !k.is_empty()).ok_or_else(|| format!("{key:?} is not a key"))?;
     let mut here = table;
     for (i, part) in parts.iter().enumerate() {
         let entry = here.entry(part.to_string()).or_insert_with(|| Value::Table(Table::new()));
@@ -301,9 +326,13 @@ mod tests {
         let err = Scenario::parse(text, "f.toml", &[]).unwrap_err().to_string();
         assert!(err.contains("f.toml"), "{err}");
         assert!(err.contains("tolerance"), "{err}");
-        let err = Scenario::parse("name = \"t\"\ntitle = \"t\"\n[base]\ncluster.nodez = 3\n", "f.toml", &[])
-            .unwrap_err()
-            .to_string();
+        let err = Scenario::parse(
+            "name = \"t\"\ntitle = \"t\"\n[base]\ncluster.nodez = 3\n",
+            "f.toml",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("nodez"), "{err}");
     }
 

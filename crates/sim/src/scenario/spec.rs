@@ -2,6 +2,7 @@
 
 use crate::units::{Size, Span};
 use overbook_core::config::PolicyConfig;
+use overbook_core::Time;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use toml::Table;
@@ -28,6 +29,10 @@ pub struct ClusterSpec {
     /// How long a kill takes to free memory: `in-kernel` (000's UA killer),
     /// `user-space` (000 §2.3's long tail), or a fixed `"250ms"`.
     pub kill_delay: String,
+    /// Cores of each node (for the energy model; 000 §5.5 simulates 32-core nodes).
+    pub node_cores: u32,
+    /// Fixed cost of every dump on top of size / bandwidth (CRIU's process walk).
+    pub dump_overhead: Span,
 }
 
 impl Default for ClusterSpec {
@@ -42,6 +47,8 @@ impl Default for ClusterSpec {
             checkpoint: true,
             incremental: true,
             kill_delay: "in-kernel".into(),
+            node_cores: 32,
+            dump_overhead: Span(std::time::Duration::from_millis(200)),
         }
     }
 }
@@ -132,6 +139,11 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// When the run stops: the horizon for submissions plus the drain.
+    pub fn end_time(&self) -> Time {
+        Time::ZERO + self.sim.horizon.0 + self.sim.drain.0
+    }
+
     /// Check a merged table; the error names the dotted key at fault.
     pub fn from_table(table: Table) -> Result<RunSpec, String> {
         let raw: RawRunSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
@@ -143,6 +155,9 @@ impl RunSpec {
         if raw.cluster.node_memory.0 == 0 {
             return Err("cluster.node_memory: must be more than 0".into());
         }
+        if raw.cluster.node_cores == 0 {
+            return Err("cluster.node_cores: must be at least 1".into());
+        }
         if raw.sim.max_attempts == 0 {
             return Err("sim.max_attempts: must be at least 1".into());
         }
@@ -153,7 +168,11 @@ impl RunSpec {
         let kind = match workload.remove("kind") {
             None => "generate".to_string(),
             Some(toml::Value::String(s)) => s,
-            Some(other) => return Err(format!("workload.kind: expected \"generate\" or \"trace\", found {other}")),
+            Some(other) => {
+                return Err(format!(
+                    "workload.kind: expected \"generate\" or \"trace\", found {other}"
+                ))
+            }
         };
         let workload = match kind.as_str() {
             "generate" => WorkloadSpec::Generate(workload),
@@ -161,8 +180,18 @@ impl RunSpec {
                 serde_path_to_error::deserialize(toml::Value::Table(workload))
                     .map_err(|e| format!("workload.{}: {}", e.path(), e.inner()))?,
             ),
-            other => return Err(format!("workload.kind: {other:?} is neither \"generate\" nor \"trace\"")),
+            other => {
+                return Err(format!(
+                    "workload.kind: {other:?} is neither \"generate\" nor \"trace\""
+                ))
+            }
         };
-        Ok(RunSpec { seed: raw.seed, cluster: raw.cluster, workload, policy: raw.policy, sim: raw.sim })
+        Ok(RunSpec {
+            seed: raw.seed,
+            cluster: raw.cluster,
+            workload,
+            policy: raw.policy,
+            sim: raw.sim,
+        })
     }
 }

@@ -1,0 +1,338 @@
+//! 000 §3.1 and Algorithm 1 (`cggroup_thrash_threshold`): a container
+//! thrashes when its major faults or its refaults have kept increasing for the
+//! whole tolerance window (`cgth_time`). Shorter bursts are tolerated: reading
+//! back a working set after a kill, or the first pass over a file, makes the
+//! counters climb briefly without anyone thrashing (000 §3.1, Figure 4-b).
+//!
+//! Every container counts, production included: a production container whose
+//! file pages are being thrashed is exactly what 000 protects (§5.3,
+//! Cassandra), and the victim is then any best-effort container.
+//!
+//! 000 keeps a circular buffer of samples per cgroup and scans it in one pass
+//! for an unbroken increase. Here the result of that scan is kept instead:
+//! for each counter, the time its current unbroken increase began. It answers
+//! the same question exactly, in constant memory, and unlike a buffer of fixed
+//! length it cannot fall short of the window when samples come fast.
+//! An interval between two samples counts whole, so callers sample when
+//! pressure begins and then often (the agent on PSI wake-ups and its poll,
+//! the simulator every `sample_period` while a node thrashes); a `Watching`
+//! verdict says when the next look is due.
+//!
+//! Per-cgroup PSI (`stall`) is not used: memory stall time also grows during
+//! plain reclaim that refaults nothing, so counting it would fire earlier than
+//! 000 on pressure that is not thrashing, and thrashing itself already shows
+//! in the two counters.
+
+use super::samples::{Sample, Samples, Step};
+use super::{Detector, Trigger, Verdict};
+use crate::model::{ContainerId, Observation};
+use crate::time::Time;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// An unbroken increase of one counter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Run {
+    /// Start of the first interval of the increase.
+    since: Time,
+    /// The counter's value then, for the rate reported as evidence.
+    base: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Runs {
+    major: Option<Run>,
+    refault: Option<Run>,
+}
+
+/// A container whose increase has lasted the window.
+#[derive(Clone, Copy, Debug)]
+struct Hit {
+    id: ContainerId,
+    lasted: Duration,
+    major_rate: Option<f64>,
+    refault_rate: Option<f64>,
+}
+
+#[derive(Debug)]
+pub(super) struct ConstraintThrashing {
+    tolerance: Duration,
+    min_rate: f64,
+    samples: Samples<Runs>,
+    /// Reused between observations so that a calm step allocates nothing.
+    hits: Vec<Hit>,
+}
+
+impl ConstraintThrashing {
+    pub fn new(tolerance: Duration, min_rate: f64) -> ConstraintThrashing {
+        ConstraintThrashing { tolerance, min_rate, samples: Samples::new(), hits: Vec::new() }
+    }
+}
+
+/// Extend `run` over `step` when the counter rose fast enough, else end it.
+fn extend(run: &mut Option<Run>, step: &Step, delta: u64, before: u64, min_rate: f64) {
+    if delta > 0 && step.rate(delta) >= min_rate {
+        run.get_or_insert(Run { since: step.since, base: before });
+    } else {
+        *run = None;
+    }
+}
+
+impl Detector for ConstraintThrashing {
+    fn name(&self) -> &'static str {
+        "constraint-thrashing"
+    }
+
+    fn observe(&mut self, obs: &Observation<'_>) -> Verdict {
+        let now = obs.now;
+        let mut decide_at: Option<Time> = None;
+        self.hits.clear();
+        self.samples.begin();
+        for c in obs.containers {
+            let (sample, runs) = self.samples.advance(now, c);
+            if let Sample::Step(step) = sample {
+                let (major, refault) = (step.major_delta(), step.refault_delta());
+                extend(&mut runs.major, &step, major, step.before.major_faults, self.min_rate);
+                extend(&mut runs.refault, &step, refault, step.before.refaults(), self.min_rate);
+            }
+            let mut hit =
+                Hit { id: c.id, lasted: Duration::ZERO, major_rate: None, refault_rate: None };
+            let signals = [
+                (runs.major, c.faults.major_faults, &mut hit.major_rate),
+                (runs.refault, c.faults.refaults(), &mut hit.refault_rate),
+            ];
+            let mut lasted = Duration::ZERO;
+            for (run, count, rate) in signals {
+                let Some(run) = run else { continue };
+                let length = now - run.since;
+                if length >= self.tolerance {
+                    lasted = lasted.max(length);
+                    let secs = length.as_secs_f64().max(f64::MIN_POSITIVE);
+                    *rate = Some(count.saturating_sub(run.base) as f64 / secs);
+                } else {
+                    let at = run.since + self.tolerance;
+                    decide_at = Some(decide_at.map_or(at, |d| d.min(at)));
+                }
+            }
+            if hit.major_rate.is_some() || hit.refault_rate.is_some() {
+                hit.lasted = lasted;
+                self.hits.push(hit);
+            }
+        }
+        self.samples.end();
+        if self.hits.is_empty() {
+            return match decide_at {
+                Some(decide_at) => Verdict::Watching { decide_at },
+                None => Verdict::Calm,
+            };
+        }
+        self.hits.sort_by_key(|h| h.id);
+        Verdict::Fire(Trigger {
+            suspects: self.hits.iter().map(|h| h.id).collect(),
+            victim_among_suspects: false,
+            lasted: self.hits.iter().map(|h| h.lasted).max().unwrap_or_default(),
+            reason: describe(&self.hits),
+        })
+    }
+
+    fn clear(&mut self) {
+        self.samples.clear();
+    }
+
+    fn forget(&mut self, id: ContainerId) {
+        self.samples.forget(id);
+    }
+}
+
+fn describe(hits: &[Hit]) -> String {
+    let mut out = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "; " };
+        let _ = write!(out, "{sep}{} thrashing for {:.1}s:", h.id, h.lasted.as_secs_f64());
+        if let Some(r) = h.major_rate {
+            let _ = write!(out, " major faults {r:.0}/s");
+        }
+        if let Some(r) = h.refault_rate {
+            let _ = write!(out, " refaults {r:.0}/s");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Class, ContainerStats, JobId, NodeStats};
+    use proptest::prelude::*;
+
+    const TOL: Duration = Duration::from_secs(3);
+
+    fn detector() -> ConstraintThrashing {
+        ConstraintThrashing::new(TOL, 1.0)
+    }
+
+    fn container(id: u64, class: Class, major: u64, refaults: u64) -> ContainerStats {
+        let mut c = ContainerStats::new(ContainerId(id), JobId(id), class, Time::ZERO);
+        c.faults.major_faults = major;
+        c.faults.refault_file = refaults;
+        c
+    }
+
+    fn at(d: &mut ConstraintThrashing, secs: f64, cs: &[ContainerStats]) -> Verdict {
+        d.observe(&Observation {
+            now: Time::from_secs_f64(secs),
+            node: NodeStats::default(),
+            containers: cs,
+        })
+    }
+
+    #[test]
+    fn brief_thrashing_is_tolerated_and_watched() {
+        let mut d = detector();
+        assert_eq!(at(&mut d, 0.0, &[container(1, Class::BestEffort, 0, 0)]), Verdict::Calm);
+        // Rising for 2.5 s, then flat: never fires.
+        for (i, t) in [0.5, 1.0, 1.5, 2.0, 2.5].into_iter().enumerate() {
+            let v = at(&mut d, t, &[container(1, Class::BestEffort, 100 * (i as u64 + 1), 0)]);
+            assert_eq!(v, Verdict::Watching { decide_at: Time::from_secs(3) }, "t={t}");
+        }
+        for t in [3.0, 3.5, 10.0] {
+            assert_eq!(at(&mut d, t, &[container(1, Class::BestEffort, 500, 0)]), Verdict::Calm);
+        }
+    }
+
+    #[test]
+    fn sustained_thrashing_fires_once_per_window_and_clear_resets() {
+        let mut d = detector();
+        let mut fired = Vec::new();
+        for step in 0..=16u64 {
+            let t = step as f64 * 0.5;
+            let cs = [
+                container(7, Class::Production, 0, 1000 * step),
+                container(2, Class::BestEffort, 5, 0),
+            ];
+            if let Verdict::Fire(trig) = at(&mut d, t, &cs) {
+                assert_eq!(trig.suspects, vec![ContainerId(7)]);
+                assert!(!trig.victim_among_suspects);
+                assert!(trig.lasted >= TOL);
+                assert!(
+                    trig.reason.contains("c7") && trig.reason.contains("refaults 2000/s"),
+                    "{}",
+                    trig.reason
+                );
+                fired.push(t);
+                d.clear();
+            }
+        }
+        // Fires at 3 s; after the clear, 3.5 s is a new baseline, so the next
+        // window closes at 6.5 s.
+        assert_eq!(fired, vec![3.0, 6.5]);
+    }
+
+    #[test]
+    fn either_counter_alone_qualifies_and_suspects_are_all_thrashing_containers() {
+        let mut d = detector();
+        let mut last = Verdict::Calm;
+        for s in 0..=3u64 {
+            let cs = [
+                container(9, Class::BestEffort, 10 * s, 0),
+                container(3, Class::Critical, 0, 10 * s),
+                container(5, Class::BestEffort, 0, 0),
+            ];
+            last = at(&mut d, s as f64, &cs);
+        }
+        let Verdict::Fire(trig) = last else { panic!("expected fire, got {last:?}") };
+        assert_eq!(trig.suspects, vec![ContainerId(3), ContainerId(9)]);
+    }
+
+    #[test]
+    fn slow_increase_below_min_rate_is_not_thrashing() {
+        let mut d = ConstraintThrashing::new(TOL, 50.0);
+        for s in 0..=10u64 {
+            let v = at(&mut d, s as f64, &[container(1, Class::BestEffort, 10 * s, 0)]);
+            assert_eq!(v, Verdict::Calm);
+        }
+    }
+
+    #[test]
+    fn a_pause_in_the_increase_restarts_the_window() {
+        let mut d = detector();
+        let counts = [0, 10, 20, 20, 30, 40, 50];
+        let verdicts: Vec<_> = counts
+            .iter()
+            .enumerate()
+            .map(|(s, &n)| at(&mut d, s as f64, &[container(1, Class::BestEffort, n, 0)]))
+            .collect();
+        assert!(verdicts[..6].iter().all(|v| !matches!(v, Verdict::Fire(_))), "{verdicts:?}");
+        assert_eq!(verdicts[5], Verdict::Watching { decide_at: Time::from_secs(6) });
+        assert!(matches!(verdicts[6], Verdict::Fire(_)));
+    }
+
+    #[test]
+    fn counter_reset_restarts_history_without_panicking() {
+        let mut d = detector();
+        for s in 0..=2u64 {
+            at(&mut d, s as f64, &[container(1, Class::BestEffort, u64::MAX - 10 + s, 0)]);
+        }
+        // Restarted: counters near zero. Not a huge delta, not a fire.
+        assert_eq!(at(&mut d, 3.0, &[container(1, Class::BestEffort, 5, 0)]), Verdict::Calm);
+        assert_eq!(
+            at(&mut d, 4.0, &[container(1, Class::BestEffort, 50, 0)]),
+            Verdict::Watching { decide_at: Time::from_secs(6) }
+        );
+    }
+
+    #[test]
+    fn departed_containers_are_dropped() {
+        let mut d = detector();
+        at(
+            &mut d,
+            0.0,
+            &[container(1, Class::BestEffort, 0, 0), container(2, Class::BestEffort, 0, 0)],
+        );
+        at(&mut d, 1.0, &[container(2, Class::BestEffort, 0, 0)]);
+        assert_eq!(d.samples.len(), 1);
+        d.forget(ContainerId(2));
+        assert_eq!(d.samples.len(), 0);
+    }
+
+    proptest! {
+        /// Whatever the counters do (including going backwards), nothing
+        /// panics and no fire comes before a full window since the history
+        /// last started.
+        #[test]
+        fn never_fires_before_a_window_has_passed(
+            steps in prop::collection::vec(
+                (1u64..2_000_000, any::<bool>(), 0u64..5000, 0u64..5000),
+                1..60,
+            )
+        ) {
+            let mut d = detector();
+            let mut now = Time::ZERO;
+            let mut history_start = now;
+            let (mut major, mut refaults) = (0u64, 0u64);
+            at(&mut d, 0.0, &[container(1, Class::BestEffort, 0, 0)]);
+            for (dt_us, reset, dm, dr) in steps {
+                now = Time(now.0 + dt_us);
+                if reset {
+                    if dm < major || dr < refaults {
+                        history_start = now;
+                    }
+                    (major, refaults) = (dm, dr);
+                } else {
+                    major += dm;
+                    refaults += dr;
+                }
+                let cs = [container(1, Class::BestEffort, major, refaults)];
+                let obs = Observation { now, node: NodeStats::default(), containers: &cs };
+                let v = d.observe(&obs);
+                if let Verdict::Fire(t) = &v {
+                    prop_assert!(now - history_start >= TOL);
+                    prop_assert!(t.lasted >= TOL);
+                }
+                if let Verdict::Watching { decide_at } = v {
+                    prop_assert!(decide_at > now);
+                }
+            }
+        }
+    }
+}

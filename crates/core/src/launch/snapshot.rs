@@ -1,0 +1,79 @@
+//! The memory snapshot (000 §4.2, Charon's `SnapMem`).
+//!
+//! The kernel charges a task's memory only as the task touches it, so just
+//! after a launch `MemAvailable` still shows memory the task is about to take;
+//! launching on it again over-launches and the killer then pays for it (000's
+//! example: 10 GB free, ten 4 GB tasks, eight killed). The snapshot is
+//! available memory as of the last sync, charged at once with the estimate of
+//! everything launched or resumed since, so a second launch sees the first
+//! one's future usage. At the next sync `MemAvailable` has caught up with
+//! what the launched tasks really use, and the snapshot starts from it again.
+
+use crate::model::Bytes;
+use crate::time::Time;
+use std::time::Duration;
+
+#[derive(Debug, Default)]
+pub(super) struct Snapshot {
+    mem: Bytes,
+    /// `None` until the first sync: nothing is known yet.
+    synced_at: Option<Time>,
+}
+
+impl Snapshot {
+    /// Take `available` as the new snapshot if a sync is due at `now`.
+    pub fn sync_if_due(&mut self, now: Time, period: Duration, available: Bytes) {
+        let due = match self.synced_at {
+            None => true,
+            Some(at) => now >= at + period,
+        };
+        if due {
+            self.mem = available;
+            self.synced_at = Some(now);
+        }
+    }
+
+    /// When the next sync is due; `None` before the first one (due at once).
+    pub fn next_sync(&self, period: Duration) -> Option<Time> {
+        self.synced_at.map(|at| at + period)
+    }
+
+    /// Memory still unclaimed in the snapshot.
+    pub fn mem(&self) -> Bytes {
+        self.mem
+    }
+
+    /// What is left after this poll's launches.
+    pub fn set(&mut self, mem: Bytes) {
+        self.mem = mem;
+    }
+
+    /// Charge a launch at once, before the kernel sees it.
+    pub fn charge(&mut self, bytes: Bytes) {
+        self.mem = self.mem.saturating_sub(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_last_until_the_next_sync() {
+        let p = Duration::from_secs(5);
+        let mut s = Snapshot::default();
+        assert_eq!(s.next_sync(p), None);
+        s.sync_if_due(Time::from_secs(1), p, 10);
+        s.charge(4);
+        s.charge(4);
+        s.charge(4);
+        assert_eq!(s.mem(), 0, "charges saturate at zero");
+        // Before the period ends the kernel's figure is not trusted.
+        s.sync_if_due(Time::from_secs(5), p, 10);
+        assert_eq!(s.mem(), 0);
+        assert_eq!(s.next_sync(p), Some(Time::from_secs(6)));
+        s.sync_if_due(Time::from_secs(6), p, 7);
+        assert_eq!(s.mem(), 7);
+        assert_eq!(s.next_sync(p), Some(Time::from_secs(11)));
+    }
+}

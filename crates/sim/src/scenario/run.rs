@@ -1,0 +1,93 @@
+//! Turning a planned run into a simulation: the cluster, the models and the
+//! workload its settings name, then the engine.
+
+use super::spec::{RunSpec, WorkloadSpec};
+use super::PlannedRun;
+use crate::calibration::Calibration;
+use crate::engine::{Engine, Progress, SimConfig, SimError};
+use crate::generate::Generator;
+use crate::killdelay::KillDelayDist;
+use crate::outcome::RunResult;
+use crate::storage::StoreSpec;
+use crate::trace::{self, TraceFormat, TraceOptions};
+use crate::workload::TraceError;
+use overbook_core::Time;
+
+/// Why a run could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A setting that parsed but cannot be used; names its key.
+    #[error("{key}: {problem}")]
+    Setting { key: String, problem: String },
+    #[error("the built-in calibration: {0}")]
+    Calibration(String),
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
+
+fn setting(key: &str, problem: impl ToString) -> RunError {
+    RunError::Setting { key: key.to_string(), problem: problem.to_string() }
+}
+
+/// The engine's configuration for a run.
+pub fn sim_config(spec: &RunSpec) -> Result<SimConfig, RunError> {
+    let store: StoreSpec = spec.cluster.store.parse().map_err(|e| setting("cluster.store", e))?;
+    store.validate().map_err(|e| setting("cluster.store", e))?;
+    Ok(SimConfig {
+        nodes: spec.cluster.nodes,
+        node_memory: spec.cluster.node_memory.0,
+        node_swap: spec.cluster.node_swap.0,
+        policy: spec.policy.clone(),
+        store: store.into(),
+        dump_overhead: spec.cluster.dump_overhead.0,
+        can_checkpoint: spec.cluster.checkpoint,
+        can_incremental: spec.cluster.checkpoint && spec.cluster.incremental,
+        shared_store: spec.cluster.shared_store,
+        swap_bandwidth: spec.cluster.swap_bandwidth.0 as f64,
+        sample_period: spec.sim.sample_period.0,
+        max_attempts: spec.sim.max_attempts,
+        retry_backoff: spec.sim.retry_backoff.0,
+        stop_submissions_at: Time::ZERO + spec.sim.horizon.0,
+        end: spec.end_time(),
+        seed: spec.seed,
+    })
+}
+
+/// Run one planned run to its end.
+pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResult, RunError> {
+    let spec = &run.spec;
+    let cfg = sim_config(spec)?;
+    let killer: KillDelayDist =
+        spec.cluster.kill_delay.parse().map_err(|e| setting("cluster.kill_delay", e))?;
+    let model = Calibration::builtin().map_err(|e| RunError::Calibration(e.to_string()))?;
+    let engine = Engine::new(cfg, &model, &killer)?;
+    match &spec.workload {
+        WorkloadSpec::Generate(table) => {
+            let generator = Generator::from_spec(table, spec)
+                .map_err(|e| setting(&format!("workload.{}", e.key), e.problem))?;
+            Ok(engine.run(&run.variant, Box::new(generator), progress)?)
+        }
+        WorkloadSpec::Trace(t) => {
+            let format: TraceFormat = t.format.parse().map_err(|_| {
+                let names: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.as_str()).collect();
+                setting(
+                    "workload.format",
+                    format!("{:?} is not one of {}", t.format, names.join(", ")),
+                )
+            })?;
+            let opts = TraceOptions {
+                memory_scale: t.memory_scale.0,
+                skip_bad_rows: t.skip_bad_rows,
+                ..TraceOptions::default()
+            };
+            let (stream, counter) = trace::open(format, &t.paths, &opts)?;
+            let mut result = engine.run(&run.variant, stream, progress)?;
+            result.counters.skipped_rows = counter.bad_rows();
+            result.counters.late_rows = counter.late_rows();
+            result.counters.first_skipped_row = counter.first_bad_row();
+            Ok(result)
+        }
+    }
+}

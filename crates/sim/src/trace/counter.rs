@@ -1,0 +1,57 @@
+//! What a trace reader skipped or bent, for the caller to report.
+
+use crate::workload::TraceError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Counts shared between a trace stream and its caller. The stream runs on
+/// whatever thread drains it, hence atomics rather than a `&mut`.
+#[derive(Debug, Default)]
+pub struct BadRowCounter {
+    bad: AtomicU64,
+    late: AtomicU64,
+    unmatched: AtomicU64,
+    first_bad: Mutex<Option<String>>,
+}
+
+impl BadRowCounter {
+    /// Rows that could not be read and were skipped (`skip_bad_rows`).
+    pub fn bad_rows(&self) -> u64 {
+        self.bad.load(Ordering::Relaxed)
+    }
+
+    /// Rows further back in time than the reorder window, replayed at the
+    /// latest time already reached instead of their own.
+    pub fn late_rows(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
+    }
+
+    /// Well-formed rows about a task the stream does not know (usage of a
+    /// task never submitted, or forgotten; an instance whose batch task is
+    /// missing). They are not errors: traces cut at both ends have them.
+    pub fn unmatched_rows(&self) -> u64 {
+        self.unmatched.load(Ordering::Relaxed)
+    }
+
+    /// The first skipped row's error, as an example for the report.
+    pub fn first_bad_row(&self) -> Option<String> {
+        self.first_bad.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub(crate) fn record_bad(&self, err: &TraceError) {
+        if self.bad.fetch_add(1, Ordering::Relaxed) == 0 {
+            // A poisoned lock only loses the example, never the count.
+            if let Ok(mut first) = self.first_bad.lock() {
+                *first = Some(err.to_string());
+            }
+        }
+    }
+
+    pub(crate) fn record_late(&self) {
+        self.late.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_unmatched(&self) {
+        self.unmatched.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,211 @@
+//! Trace readers: cluster traces replayed as a [`WorkloadStream`].
+//!
+//! Four formats, one entry point ([`open`]):
+//!
+//! | format | tables | class |
+//! |---|---|---|
+//! | `google-2011` | `task_events`, `task_usage` (headerless CSV, plain or gzip, part files) | priority 9..=11 production, 0..=8 best-effort |
+//! | `google-2019` | `instance_events`, `instance_usage` (BigQuery export: CSV with a header, or JSON) | priority >= 120 production, below best-effort |
+//! | `alibaba-2018` | `batch_task`, `batch_instance`, `container_meta`, `container_usage` (headerless CSV) | containers production, batch instances best-effort |
+//! | `charon-sls` | containers (JSON array or JSON lines; schema in [`charon`]) | `container.exetype` |
+//!
+//! Each format module documents its columns, its units and how its rows
+//! become events.
+//!
+//! # Streaming
+//!
+//! Files are read one row at a time; the only state kept is per task that is
+//! alive (submitted and not yet finished, or dead for less than
+//! [`TraceOptions::forget_after`]) plus the rows inside the reorder window.
+//! The tables of a format are merged by time, so the events come out in
+//! non-decreasing time order.
+//!
+//! # Rows out of time order
+//!
+//! Every table is expected in time order (the published Google traces are;
+//! for the others, sort first: see the format's module). A row that goes back
+//! in time by at most [`TraceOptions::reorder_window`] is put back in its place
+//! by a small buffer. A row that comes too late for that (a later row has
+//! already been replayed) is not dropped: it is replayed at the latest time
+//! already reached (its own times still set the task's work and offsets),
+//! and counted in [`BadRowCounter::late_rows`].
+//!
+//! # Bad rows
+//!
+//! A row that cannot be read (wrong column count, a field that is not a
+//! number, a negative time, ...) stops the stream with
+//! [`TraceError::BadRow`] naming its file and 1-based line, or, with
+//! [`TraceOptions::skip_bad_rows`], is skipped and counted in
+//! [`BadRowCounter::bad_rows`]. A file that cannot be opened is a
+//! [`TraceError::Io`] naming it; neither stream nor row is ever a panic.
+
+mod alibaba2018;
+mod borg;
+pub mod charon;
+mod counter;
+mod csvrows;
+mod fields;
+mod files;
+mod google2011;
+mod google2019;
+mod ids;
+mod jsonrows;
+mod lines;
+mod merge;
+
+pub use counter::BadRowCounter;
+
+use crate::workload::{TraceError, WorkloadStream};
+use overbook_core::{Bytes, Time};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which trace a set of files is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceFormat {
+    /// Google clusterdata-2011-2.
+    Google2011,
+    /// Google clusterdata-2019 (BigQuery export).
+    Google2019,
+    /// Alibaba cluster-trace-v2018.
+    Alibaba2018,
+    /// The Charon paper's simulator input (000 §5.5).
+    CharonSls,
+}
+
+impl TraceFormat {
+    pub const ALL: [TraceFormat; 4] = [
+        TraceFormat::Google2011,
+        TraceFormat::Google2019,
+        TraceFormat::Alibaba2018,
+        TraceFormat::CharonSls,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceFormat::Google2011 => "google-2011",
+            TraceFormat::Google2019 => "google-2019",
+            TraceFormat::Alibaba2018 => "alibaba-2018",
+            TraceFormat::CharonSls => "charon-sls",
+        }
+    }
+}
+
+impl fmt::Display for TraceFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The format name was none of those [`TraceFormat::ALL`] spells.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown trace format {0:?}: expected google-2011, google-2019, alibaba-2018 or charon-sls"
+)]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for TraceFormat {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<TraceFormat, UnknownFormat> {
+        TraceFormat::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| UnknownFormat(s.to_string()))
+    }
+}
+
+/// How to read a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceOptions {
+    /// Bytes a normalized memory of 1.0 stands for (Google: the largest
+    /// machine; Alibaba's 100 is scaled to this too). Charon-SLS gives MiB and
+    /// ignores it.
+    pub memory_scale: Bytes,
+    /// Cores a normalized CPU of 1.0 stands for (Google's requests are
+    /// normalized to the largest machine). Alibaba (100 = one core) and
+    /// Charon-SLS (vcores) ignore it.
+    pub cpu_scale: f64,
+    /// Skip and count rows that cannot be read instead of stopping.
+    pub skip_bad_rows: bool,
+    /// Subtracted from every trace time, saturating at zero: Google's traces
+    /// start at 600 s, so 600 s here starts the replay at once.
+    pub time_offset: Duration,
+    /// How far back in time a row may go and still be put in its place.
+    pub reorder_window: Duration,
+    /// How long a task that died (evicted, failed, killed, lost) is
+    /// remembered, so that its resubmission is not a new task; and how long a
+    /// finished Alibaba batch task's request is kept for its late instances.
+    pub forget_after: Duration,
+}
+
+impl Default for TraceOptions {
+    fn default() -> TraceOptions {
+        TraceOptions {
+            memory_scale: 64 << 30,
+            cpu_scale: 32.0,
+            skip_bad_rows: false,
+            time_offset: Duration::ZERO,
+            reorder_window: Duration::from_secs(60),
+            forget_after: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+impl TraceOptions {
+    /// A trace time in microseconds as replay time.
+    fn time_us(&self, us: u64) -> Time {
+        let offset = u64::try_from(self.time_offset.as_micros()).unwrap_or(u64::MAX);
+        Time(us.saturating_sub(offset))
+    }
+
+    /// A memory normalized to `full` (1.0 for Google, 100 for Alibaba) in bytes.
+    fn bytes(&self, normalized: f64, full: f64) -> Bytes {
+        fields::to_bytes(normalized / full * self.memory_scale as f64)
+    }
+}
+
+/// Open a trace: `paths` are files or directories (searched recursively; part
+/// files are read in name order). The counter is shared with the stream:
+/// read it once the stream is drained to report skipped and late rows.
+pub fn open(
+    format: TraceFormat,
+    paths: &[PathBuf],
+    opts: &TraceOptions,
+) -> Result<(WorkloadStream, Arc<BadRowCounter>), TraceError> {
+    let counter = Arc::new(BadRowCounter::default());
+    let found = files::expand(paths)?;
+    // `expand` refuses an empty list, so there is a first path to blame
+    // when a format finds none of its tables.
+    let root = paths.first().map(PathBuf::as_path).unwrap_or(Path::new(""));
+    let stream = match format {
+        TraceFormat::Google2011 => google2011::open(root, &found, opts, &counter)?,
+        TraceFormat::Google2019 => google2019::open(root, &found, opts, &counter)?,
+        TraceFormat::Alibaba2018 => alibaba2018::open(root, &found, opts, &counter)?,
+        TraceFormat::CharonSls => charon::open(root, &found, opts, &counter)?,
+    };
+    Ok((stream, counter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_round_trip_through_their_names() {
+        for f in TraceFormat::ALL {
+            assert_eq!(f.to_string().parse::<TraceFormat>(), Ok(f));
+        }
+        assert!("google".parse::<TraceFormat>().is_err());
+    }
+
+    #[test]
+    fn time_offset_saturates_at_zero() {
+        let opts =
+            TraceOptions { time_offset: Duration::from_secs(600), ..TraceOptions::default() };
+        assert_eq!(opts.time_us(0), Time(0));
+        assert_eq!(opts.time_us(601_000_000), Time::from_secs(1));
+    }
+}

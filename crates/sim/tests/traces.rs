@@ -1,0 +1,553 @@
+//! The trace readers on the fixtures of `tests/fixtures/traces` (written by
+//! its `generate.py`, which prints the counts asserted here): every format
+//! reads, in time order, with the tasks, classes and events the fixture
+//! holds; every broken file fails naming its file and line, or is skipped
+//! and counted; and no input, however garbled, makes a reader panic.
+
+use overbook_core::{Bytes, Class, JobId, Time};
+use overbook_sim::trace::{self, BadRowCounter, TraceFormat, TraceOptions};
+use overbook_sim::workload::{TaskKey, TaskSpec, TraceError, WorkloadEvent};
+use proptest::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MIB: Bytes = 1 << 20;
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces").join(rel)
+}
+
+fn opts() -> TraceOptions {
+    TraceOptions { memory_scale: 64 << 30, ..TraceOptions::default() }
+}
+
+fn skipping() -> TraceOptions {
+    TraceOptions { skip_bad_rows: true, ..opts() }
+}
+
+/// Every event of a trace, which must read without error.
+fn read(
+    format: TraceFormat,
+    paths: &[PathBuf],
+    opts: &TraceOptions,
+) -> (Vec<WorkloadEvent>, Arc<BadRowCounter>) {
+    let (stream, counter) = trace::open(format, paths, opts).expect("trace opens");
+    let events = stream.collect::<Result<Vec<_>, _>>().expect("trace reads");
+    (events, counter)
+}
+
+/// The error a trace stops with.
+fn first_error(format: TraceFormat, paths: &[PathBuf], opts: &TraceOptions) -> TraceError {
+    match trace::open(format, paths, opts) {
+        Err(e) => e,
+        Ok((stream, _)) => stream.filter_map(Result::err).next().expect("the trace fails"),
+    }
+}
+
+fn assert_bad_row(err: &TraceError, file_ends: &str, want_line: u64, says: &str) {
+    match err {
+        TraceError::BadRow { path, line, problem } => {
+            assert!(path.ends_with(file_ends), "{err}");
+            assert_eq!(*line, want_line, "{err}");
+            assert!(problem.contains(says), "{err}");
+        }
+        other => panic!("expected a bad row, got {other}"),
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Summary {
+    tasks: usize,
+    by_class: HashMap<Class, usize>,
+    usage: usize,
+    finishes: usize,
+}
+
+/// Check what every stream promises and count what it holds: events in
+/// time order; each task submitted once, before its usage and its finish;
+/// nothing about a task after its finish.
+fn summarize(events: &[WorkloadEvent]) -> (Summary, HashMap<TaskKey, TaskSpec>) {
+    let mut s = Summary::default();
+    let mut specs = HashMap::new();
+    let mut finished = HashSet::new();
+    let mut last = Time::ZERO;
+    for ev in events {
+        assert!(ev.at() >= last, "{ev:?} goes back in time from {last}");
+        last = ev.at();
+        match ev {
+            WorkloadEvent::Submit(spec) => {
+                s.tasks += 1;
+                *s.by_class.entry(spec.class).or_default() += 1;
+                let again = specs.insert(spec.key, spec.clone());
+                assert!(again.is_none(), "{:?} submitted twice", spec.key);
+            }
+            WorkloadEvent::Usage { task, at, .. } => {
+                s.usage += 1;
+                let spec = specs.get(task).expect("usage of a submitted task");
+                assert!(*at >= spec.submit && !finished.contains(task), "{ev:?}");
+            }
+            WorkloadEvent::Finish { task, .. } => {
+                s.finishes += 1;
+                assert!(specs.contains_key(task), "finish of an unknown task");
+                assert!(finished.insert(*task), "{task:?} finished twice");
+            }
+        }
+    }
+    (s, specs)
+}
+
+fn count(s: &Summary, class: Class) -> usize {
+    s.by_class.get(&class).copied().unwrap_or(0)
+}
+
+// ---------------------------------------------------------------- Google 2011
+
+#[test]
+fn google_2011_reads_its_jobs_usage_and_finishes() {
+    let (events, counter) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!((s.tasks, s.finishes, s.usage), (20, 15, 109));
+    assert_eq!(count(&s, Class::Production), 6);
+    assert_eq!(count(&s, Class::BestEffort), 14);
+    assert_eq!((counter.bad_rows(), counter.late_rows(), counter.unmatched_rows()), (0, 0, 0));
+
+    let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
+    assert_eq!(priorities, HashSet::from([0, 4, 9, 11]));
+    let middle = specs.values().find(|t| t.priority == 4).expect("a middle-band task");
+    assert_eq!(middle.class, Class::BestEffort, "004's middle band is best-effort");
+    assert_eq!(middle.job, JobId(6252000002));
+    assert_eq!(middle.request, (0.0239 * (64u64 << 30) as f64).round() as Bytes);
+    assert!(specs.values().all(|t| t.work.is_none() && t.profile.is_empty()));
+}
+
+#[test]
+fn google_2011_an_evicted_task_finishes_once_with_its_last_run() {
+    let (events, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let (_, specs) = summarize(&events);
+    let evicted: Vec<TaskKey> =
+        specs.values().filter(|t| t.job == JobId(6251900001)).map(|t| t.key).collect();
+    let works: Vec<Duration> = events
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Finish { task, work, .. } if evicted.contains(task) => Some(*work),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(works.len(), 8);
+    // Scheduled again at 1100 s, finished at 2000 s; the others ran from
+    // 705 s to 1500 s plus 30 s per index.
+    assert!(works.contains(&Duration::from_secs(900)), "{works:?}");
+    assert!(works.contains(&Duration::from_secs(795)), "{works:?}");
+}
+
+#[test]
+fn google_2011_gzip_part_files_read_the_same_as_plain() {
+    let (plain, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let gz = [
+        fixture("google-2011/gz/task_events"),
+        fixture("google-2011/gz/task_usage/part-00000-of-00002.csv.gz"),
+        fixture("google-2011/gz/task_usage/part-00001-of-00002.csv.gz"),
+    ];
+    let (gz, _) = read(TraceFormat::Google2011, &gz, &opts());
+    assert_eq!(plain, gz);
+}
+
+#[test]
+fn google_2011_without_usage_tasks_hold_their_request() {
+    let (events, _) =
+        read(TraceFormat::Google2011, &[fixture("google-2011/plain/task_events")], &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!((s.tasks, s.usage), (20, 0));
+    assert!(specs.values().all(|t| t.profile.peak() == t.request));
+}
+
+#[test]
+fn google_2011_time_offset_moves_the_trace_start() {
+    let shifted = TraceOptions { time_offset: Duration::from_secs(600), ..opts() };
+    let (a, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let (b, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &shifted);
+    let first_usage = |evs: &[WorkloadEvent]| {
+        evs.iter().find(|e| matches!(e, WorkloadEvent::Usage { .. })).map(WorkloadEvent::at)
+    };
+    assert_eq!(first_usage(&a), Some(Time::from_secs(600)));
+    assert_eq!(first_usage(&b), Some(Time::ZERO));
+    assert_eq!(a.len(), b.len());
+}
+
+#[test]
+fn google_2011_broken_rows_name_file_and_line_or_are_counted() {
+    let broken = [fixture("google-2011/broken")];
+    let err = first_error(TraceFormat::Google2011, &broken, &opts());
+    assert_bad_row(&err, "task_events/part-00000-of-00001.csv", 4, "expected 13 columns");
+
+    let (events, counter) = read(TraceFormat::Google2011, &broken, &skipping());
+    assert_eq!(counter.bad_rows(), 4);
+    let example = counter.first_bad_row().expect("an example");
+    assert!(example.contains("part-00000-of-00001.csv:4:"), "{example}");
+    let (s, _) = summarize(&events);
+    assert_eq!(s.tasks, 6, "eight submissions, two of them broken");
+}
+
+#[test]
+fn google_2011_each_bad_field_is_its_own_problem() {
+    let events = [fixture("google-2011/broken/task_events")];
+    let (_, counter) = read(TraceFormat::Google2011, &events, &skipping());
+    assert_eq!(counter.bad_rows(), 3);
+
+    let usage =
+        [fixture("google-2011/plain/task_events"), fixture("google-2011/broken/task_usage")];
+    let err = first_error(TraceFormat::Google2011, &usage, &opts());
+    assert_bad_row(&err, "task_usage/part-00000-of-00001.csv", 6, "end time");
+}
+
+// ---------------------------------------------------------------- Google 2019
+
+#[test]
+fn google_2019_json_export_reads_its_instances() {
+    let (events, counter) = read(TraceFormat::Google2019, &[fixture("google-2019/json")], &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!((s.tasks, s.finishes, s.usage), (13, 9, 72));
+    assert_eq!(count(&s, Class::Production), 4);
+    assert_eq!(count(&s, Class::BestEffort), 9);
+    assert_eq!(counter.unmatched_rows(), 0, "alloc-set rows are skipped, not unmatched");
+    let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
+    assert_eq!(priorities, HashSet::from([0, 2, 9, 10]));
+}
+
+#[test]
+fn google_2019_csv_export_reads_the_same_as_json() {
+    let (json, _) = read(TraceFormat::Google2019, &[fixture("google-2019/json")], &opts());
+    let (csv, _) = read(TraceFormat::Google2019, &[fixture("google-2019/csv")], &opts());
+    assert_eq!(json, csv);
+}
+
+#[test]
+fn google_2019_broken_rows_name_file_and_line_or_are_counted() {
+    let broken = [fixture("google-2019/broken")];
+    let err = first_error(TraceFormat::Google2019, &broken, &opts());
+    assert_bad_row(&err, "instance_events-000000000000.json", 3, "not JSON");
+    let (events, counter) = read(TraceFormat::Google2019, &broken, &skipping());
+    assert_eq!(counter.bad_rows(), 2);
+    let (s, specs) = summarize(&events);
+    assert_eq!(s.tasks, 3);
+    // No usage table: each instance holds its request.
+    assert!(specs.values().all(|t| t.profile.peak() == t.request));
+}
+
+// ---------------------------------------------------------------- Alibaba 2018
+
+#[test]
+fn alibaba_2018_reads_batch_instances_and_containers() {
+    // Named one by one: the broken/ directory beside them is another trace.
+    let files: Vec<PathBuf> = ["batch_task", "batch_instance", "container_meta", "container_usage"]
+        .iter()
+        .map(|t| fixture(&format!("alibaba-2018/{t}.csv")))
+        .collect();
+    let (events, counter) = read(TraceFormat::Alibaba2018, &files, &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!(count(&s, Class::BestEffort), 12);
+    assert_eq!(count(&s, Class::Production), 5);
+    assert_eq!((s.finishes, s.usage), (1, 31));
+    assert_eq!(counter.unmatched_rows(), 0);
+
+    let batch: Vec<&TaskSpec> = specs.values().filter(|t| t.class == Class::BestEffort).collect();
+    assert_eq!(batch.iter().filter(|t| t.work.is_none()).count(), 1, "one still running");
+    assert!(batch.iter().all(|t| t.priority == 0));
+    // Tasks of j_1001's M1 request its plan_mem of 0.39 (of 100).
+    let scale = (64u64 << 30) as f64;
+    let m1 = (0.39 / 100.0 * scale).round() as Bytes;
+    assert_eq!(batch.iter().filter(|t| t.request == m1).count(), 3);
+    let containers: Vec<&TaskSpec> =
+        specs.values().filter(|t| t.class == Class::Production).collect();
+    assert!(containers.iter().all(|t| t.priority == 9 && t.work.is_none()));
+    assert_eq!(containers.iter().map(|t| t.job).collect::<HashSet<_>>().len(), 2);
+}
+
+#[test]
+fn alibaba_2018_broken_rows_name_file_and_line_or_are_counted() {
+    let broken = [fixture("alibaba-2018/broken")];
+    let err = first_error(TraceFormat::Alibaba2018, &broken, &opts());
+    assert_bad_row(&err, "broken/batch_instance.csv", 2, "expected 14 columns");
+    let (events, counter) = read(TraceFormat::Alibaba2018, &broken, &skipping());
+    assert_eq!(counter.bad_rows(), 3);
+    let (s, _) = summarize(&events);
+    assert_eq!(s.tasks, 2, "the waiting row is skipped, three are broken");
+}
+
+// ---------------------------------------------------------------- Charon-SLS
+
+#[test]
+fn charon_sls_reads_jobs_of_containers_from_an_array() {
+    let (events, _) = read(TraceFormat::CharonSls, &[fixture("charon-sls/array")], &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!(s.tasks, 10);
+    assert_eq!(
+        (count(&s, Class::Critical), count(&s, Class::Production), count(&s, Class::BestEffort)),
+        (2, 2, 6)
+    );
+    assert!(specs.values().all(|t| t.work.is_some()));
+    // job 3's container 1 gives no request: its usage's peak is.
+    let peak = specs
+        .values()
+        .find(|t| t.job == JobId(3) && t.class == Class::BestEffort && t.priority == 0)
+        .expect("job 3's opportunistic container");
+    assert_eq!(peak.request, 6100 * MIB);
+    assert_eq!(peak.profile.at(Duration::from_secs(45)), 6100 * MIB);
+}
+
+#[test]
+fn charon_sls_reads_lone_containers_from_json_lines() {
+    let (events, _) = read(TraceFormat::CharonSls, &[fixture("charon-sls/lines")], &opts());
+    let (s, specs) = summarize(&events);
+    assert_eq!(s.tasks, 4);
+    let job10: Vec<&TaskSpec> = specs.values().filter(|t| t.request == 2048 * MIB).collect();
+    assert_eq!(job10.len(), 2);
+    assert_eq!(job10[0].job, job10[1].job, "nested and dotted job.id agree");
+}
+
+#[test]
+fn charon_sls_broken_rows_name_file_and_line_or_are_counted() {
+    let broken = [fixture("charon-sls/broken")];
+    let err = first_error(TraceFormat::CharonSls, &broken, &opts());
+    assert_bad_row(&err, "containers.jsonl", 2, "\"gold\"");
+    let (events, counter) = read(TraceFormat::CharonSls, &broken, &skipping());
+    assert_eq!(counter.bad_rows(), 2);
+    assert_eq!(summarize(&events).0.tasks, 2);
+}
+
+// ---------------------------------------------------------------- files
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let missing = fixture("google-2011/nope/task_events.csv");
+    match trace::open(TraceFormat::Google2011, std::slice::from_ref(&missing), &opts()) {
+        Err(TraceError::Io { path, .. }) => assert_eq!(path, missing),
+        Err(other) => panic!("expected an I/O error, got {other}"),
+        Ok(_) => panic!("a missing file opened"),
+    }
+}
+
+#[test]
+fn a_truncated_gzip_is_an_io_error_and_a_false_gzip_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gz = std::fs::read(fixture("google-2011/gz/task_events/part-00000-of-00002.csv.gz"))
+        .expect("fixture");
+    let cut = dir.path().join("task_events-cut.csv.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).expect("write");
+    match first_error(TraceFormat::Google2011, std::slice::from_ref(&cut), &opts()) {
+        TraceError::Io { path, .. } => assert_eq!(path, cut),
+        other => panic!("expected an I/O error, got {other}"),
+    }
+    let fake = dir.path().join("task_events-fake.csv.gz");
+    std::fs::write(&fake, "0,,1,0,,0,u,0,0,0.1,0.1,0,0\n").expect("write");
+    let err = first_error(TraceFormat::Google2011, &[fake], &opts());
+    assert!(err.to_string().ends_with("named .gz but is not gzip"), "{err}");
+}
+
+#[test]
+fn files_of_no_table_and_formats_without_their_tables_are_refused() {
+    let err = first_error(TraceFormat::Google2011, &[fixture("charon-sls/README.md")], &opts());
+    assert!(matches!(err, TraceError::BadFile { .. }), "{err}");
+    let err = first_error(TraceFormat::Google2019, &[fixture("google-2011/plain")], &opts());
+    assert!(err.to_string().contains("no instance_events files"), "{err}");
+    assert!("google-2018".parse::<TraceFormat>().is_err());
+}
+
+#[test]
+fn rows_out_of_time_order_are_put_in_place_or_counted_late() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events = dir.path().join("task_events.csv");
+    // Task 1 at 100 s, task 3 at 90 s (10 s back: in the 60 s window), task
+    // 2 at 200 s, then task 4 at 10 s, after 100 s has been replayed: it
+    // is replayed at 100 s.
+    let rows = [(100, 1), (90, 3), (200, 2), (10, 4)]
+        .iter()
+        .map(|(t, i)| format!("{},,7,{i},,0,u,0,0,0.1,0.1,0,0\n", t * 1_000_000))
+        .collect::<String>();
+    std::fs::write(&events, rows).expect("write");
+    let (evs, counter) = read(TraceFormat::Google2011, &[events], &opts());
+    let times: Vec<u64> = evs.iter().map(|e| e.at().as_micros() / 1_000_000).collect();
+    assert_eq!(times, [90, 100, 100, 200]);
+    assert_eq!(counter.late_rows(), 1);
+}
+
+// ---------------------------------------------------------------- garbage in
+
+/// Drain a trace of `files` (name, bytes), with and without skipping: it
+/// may fail, it must not panic or go back in time.
+fn drain(format: TraceFormat, files: &[(&str, Vec<u8>)]) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut paths = Vec::new();
+    for (name, bytes) in files {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        paths.push(path);
+    }
+    for skip in [false, true] {
+        let o = TraceOptions { skip_bad_rows: skip, ..opts() };
+        if let Ok((stream, _)) = trace::open(format, &paths, &o) {
+            let mut last = Time::ZERO;
+            for ev in stream.take(10_000) {
+                let Ok(ev) = ev else { break };
+                assert!(ev.at() >= last);
+                last = ev.at();
+            }
+        }
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "",
+    "0",
+    "1",
+    "2",
+    "3",
+    "4",
+    "5",
+    "8",
+    "9",
+    "11",
+    "120",
+    "360",
+    "-1",
+    "-7",
+    "101",
+    "0.5",
+    "0.01",
+    "1e400",
+    "NaN",
+    "inf",
+    "abc",
+    "\"",
+    "\"x\"",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    "stopped",
+    "Terminated",
+    "SUBMIT",
+    "9223372036854775807",
+    "18446744073709551616",
+    "j_1",
+    "M1",
+];
+
+/// Lines of comma-separated tokens, mostly of a schema's column counts so
+/// that rows get past the count check into the fields.
+fn csv_lines() -> impl Strategy<Value = Vec<u8>> {
+    let row = prop_oneof![
+        Just(13usize),
+        Just(20),
+        Just(19),
+        Just(9),
+        Just(14),
+        Just(8),
+        Just(11),
+        0usize..24
+    ]
+    .prop_flat_map(|n| proptest::collection::vec(proptest::sample::select(TOKENS), n))
+    .prop_map(|fields| fields.join(","));
+    proptest::collection::vec(row, 0..40).prop_map(|rows| rows.join("\n").into_bytes())
+}
+
+const NAMES: &[&str] = &[
+    "time",
+    "type",
+    "collection_id",
+    "instance_index",
+    "priority",
+    "collection_type",
+    "resource_request",
+    "memory",
+    "cpus",
+    "start_time",
+    "end_time",
+    "average_usage",
+    "container.exetype",
+    "container.start.ms",
+    "container.duration.ms",
+    "container.end.ms",
+    "container.memory",
+    "container.musage",
+    "times",
+    "mems",
+    "job.tasks",
+    "job.id",
+    "job.start.ms",
+    "container.id",
+    "container.priority",
+    "container",
+];
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::{json, Value};
+    let leaf = prop_oneof![
+        proptest::sample::select(TOKENS).prop_map(|t| json!(t)),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|x| json!(x)),
+        (0u64..5000).prop_map(|n| json!(n)),
+        proptest::sample::select(&["production", "best-effort", "critical", "gold"][..])
+            .prop_map(|t| json!(t)),
+        Just(Value::Null),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            proptest::collection::btree_map(proptest::sample::select(NAMES), inner, 0..8).prop_map(
+                |m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            ),
+        ]
+    })
+}
+
+fn json_lines() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(json_value(), 0..20)
+        .prop_map(|vs| vs.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n").into_bytes())
+}
+
+fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(any::<u8>(), 0..1024)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn google_2011_survives_garbage(a in bytes(), b in csv_lines(), c in csv_lines()) {
+        drain(TraceFormat::Google2011, &[("task_events.csv", a), ("task_usage.csv", c.clone())]);
+        drain(TraceFormat::Google2011, &[("task_events.csv", b), ("task_usage.csv", c)]);
+    }
+
+    #[test]
+    fn google_2019_survives_garbage(a in bytes(), b in json_lines(), c in csv_lines()) {
+        drain(TraceFormat::Google2019, &[("instance_events.json", a.clone()), ("instance_usage.csv", a)]);
+        drain(TraceFormat::Google2019, &[("instance_events.json", b.clone()), ("instance_usage.json", b)]);
+        let mut header = b"time,type,collection_id,instance_index,priority,collection_type,resource_request.memory\n".to_vec();
+        header.extend(c);
+        drain(TraceFormat::Google2019, &[("instance_events.csv", header)]);
+    }
+
+    #[test]
+    fn alibaba_2018_survives_garbage(a in bytes(), b in csv_lines(), c in csv_lines()) {
+        drain(TraceFormat::Alibaba2018, &[
+            ("batch_task.csv", b.clone()), ("batch_instance.csv", c.clone()),
+            ("container_meta.csv", b), ("container_usage.csv", c),
+        ]);
+        drain(TraceFormat::Alibaba2018, &[("batch_instance.csv", a.clone()), ("container_meta.csv", a)]);
+    }
+
+    #[test]
+    fn charon_sls_survives_garbage(a in bytes(), b in json_lines(), v in proptest::collection::vec(json_value(), 0..10)) {
+        drain(TraceFormat::CharonSls, &[("a.json", a)]);
+        drain(TraceFormat::CharonSls, &[("b.jsonl", b)]);
+        let array = serde_json::to_vec_pretty(&v).unwrap_or_default();
+        drain(TraceFormat::CharonSls, &[("c.json", array.clone())]);
+        // The same array cut short anywhere.
+        let cut = array.len() / 2;
+        drain(TraceFormat::CharonSls, &[("d.json", array[..cut].to_vec())]);
+    }
+}
