@@ -88,6 +88,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     overrides.extend(args.set.iter().cloned());
     let scenario = Scenario::load(&args.scenario, &overrides)?;
+    overbook_sim::report::check_paper_numbers(&scenario)
+        .and_then(|()| overbook_sim::report::check_plots(&scenario))
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", scenario.name))?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
 
     println!("{} — {}", scenario.name, scenario.title);

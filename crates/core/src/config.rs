@@ -54,3 +54,89 @@ impl PolicyConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of every stage (its table, its `kind`, its own keys).
+    const KINDS: &[(&str, &str, &[&str])] = &[
+        ("detector", "static", &[]),
+        ("detector", "threshold", &["fraction"]),
+        ("detector", "constraint-thrashing", &["tolerance", "min_rate"]),
+        ("detector", "fault-rate", &["threshold", "duration", "rss_growth"]),
+        ("ranker", "memory-per-runtime", &[]),
+        ("ranker", "score", &[]),
+        ("ranker", "newest-first", &[]),
+        ("ranker", "checkpoint-cost", &["write_bandwidth", "incremental"]),
+        ("preemptor", "kill", &[]),
+        ("preemptor", "suspend", &[]),
+        ("preemptor", "suspend-and-swap-out", &[]),
+        ("preemptor", "checkpoint", &["incremental"]),
+        ("preemptor", "adaptive", &["incremental"]),
+    ];
+
+    fn parse(text: &str) -> Result<PolicyConfig, String> {
+        toml::from_str::<PolicyConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_kind_parses_alone_and_round_trips() {
+        for (stage, kind, _) in KINDS {
+            let text = format!("[{stage}]\nkind = \"{kind}\"\n");
+            let cfg = parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let back = toml::to_string(&cfg).expect("serializes");
+            assert!(back.contains(&format!("kind = \"{kind}\"")), "{back}");
+            assert_eq!(parse(&back), Ok(cfg), "{back}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_under_any_kind_is_refused_by_name() {
+        // Misspellings, and every key that belongs to some other kind.
+        let mut strays = vec!["tolerence", "fractoin", "kinds", "Incremental"];
+        strays.extend(KINDS.iter().flat_map(|(_, _, keys)| keys.iter().copied()));
+        for (stage, kind, own) in KINDS {
+            for key in strays.iter().filter(|k| !own.contains(k)) {
+                let text = format!("[{stage}]\nkind = \"{kind}\"\n{key} = 1\n");
+                let err = parse(&text).expect_err(&text);
+                assert!(err.contains(&format!("unknown field `{key}`")), "{text}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_under_the_launcher_or_the_policy_is_refused_by_name() {
+        for (text, key) in [
+            ("[launcher]\nqueue_limt = 10\n", "queue_limt"),
+            ("[launcher]\nadmission = \"snapshot\"\nkind = \"snapshot\"\n", "kind"),
+            ("[launcher]\nfraction = 0.1\n", "fraction"),
+            ("[detectr]\nkind = \"static\"\n", "detectr"),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.contains(&format!("unknown field `{key}`")), "{text}: {err}");
+        }
+        assert!(parse("[launcher]\nadmission = \"snapshots\"\n").is_err());
+    }
+
+    #[test]
+    fn a_static_detector_with_a_stray_key_is_refused() {
+        // The case that used to pass: a unit variant ignored every other key.
+        let err = parse("[detector]\nkind = \"static\"\nfraction = 0.1\n").unwrap_err();
+        assert!(err.contains("fraction"), "{err}");
+        let err = parse("[preemptor]\nkind = \"kill\"\nincremental = true\n").unwrap_err();
+        assert!(err.contains("incremental"), "{err}");
+        let err = parse("[ranker]\nkind = \"newest-first\"\nweight = 2\n").unwrap_err();
+        assert!(err.contains("weight"), "{err}");
+    }
+
+    #[test]
+    fn defaults_are_unchanged() {
+        let cfg = parse("").expect("empty policy");
+        assert_eq!(cfg, PolicyConfig::default());
+        assert_eq!(cfg.detector.name(), "constraint-thrashing");
+        assert_eq!(cfg.ranker.name(), "memory-per-runtime");
+        assert_eq!(cfg.preemptor.name(), "kill");
+        assert_eq!(cfg.validate(), Ok(()));
+    }
+}

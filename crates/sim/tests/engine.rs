@@ -90,7 +90,7 @@ fn stream(events: Vec<WorkloadEvent>) -> WorkloadStream {
 fn charon() -> PolicyConfig {
     PolicyConfig {
         detector: DetectorConfig::ConstraintThrashing { tolerance: 3.0, min_rate: 1.0 },
-        ranker: RankerConfig::MemoryPerRuntime,
+        ranker: RankerConfig::MemoryPerRuntime {},
         ..PolicyConfig::default()
     }
 }
@@ -167,7 +167,7 @@ fn checkpointed_work_is_kept() {
 #[test]
 fn static_reservation_never_oversubscribes() {
     let policy = PolicyConfig {
-        detector: DetectorConfig::Static,
+        detector: DetectorConfig::Static {},
         launcher: overbook_core::launch::LaunchConfig {
             admission: AdmissionMode::Reserved,
             ..Default::default()

@@ -61,11 +61,16 @@ pub trait Detector: fmt::Debug + Send {
 }
 
 /// Which detector, with its parameters (`[detector]` in config).
+///
+/// Variants without parameters are empty struct variants (`Static {}`), not
+/// unit variants: serde ignores every other key next to the tag of an
+/// internally tagged unit variant, so `kind = "static"` with a stray
+/// `fraction = 0.1` would parse without complaint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum DetectorConfig {
     /// Mercury: no oversubscription, so nothing to detect.
-    Static,
+    Static {},
     /// Kuber / kubelet eviction: available memory below `fraction` of capacity.
     Threshold {
         #[serde(default = "default_threshold_fraction")]
@@ -127,7 +132,7 @@ impl Default for DetectorConfig {
 impl DetectorConfig {
     pub fn name(&self) -> &'static str {
         match self {
-            DetectorConfig::Static => "static",
+            DetectorConfig::Static {} => "static",
             DetectorConfig::Threshold { .. } => "threshold",
             DetectorConfig::ConstraintThrashing { .. } => "constraint-thrashing",
             DetectorConfig::FaultRate { .. } => "fault-rate",
@@ -138,7 +143,7 @@ impl DetectorConfig {
     /// node stays quiet after a preemption (one victim per window).
     pub fn window(&self) -> Duration {
         match *self {
-            DetectorConfig::Static => Duration::ZERO,
+            DetectorConfig::Static {} => Duration::ZERO,
             DetectorConfig::Threshold { .. } => Duration::from_secs(1),
             DetectorConfig::ConstraintThrashing { tolerance, .. } => secs(tolerance),
             DetectorConfig::FaultRate { duration, .. } => secs(duration),
@@ -149,7 +154,7 @@ impl DetectorConfig {
     /// error's key is relative to `[detector]`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         match *self {
-            DetectorConfig::Static => Ok(()),
+            DetectorConfig::Static {} => Ok(()),
             DetectorConfig::Threshold { fraction } => check_open("fraction", fraction, 0.0, 1.0),
             DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
                 check_above_zero("tolerance", tolerance, MAX_WINDOW_SECS)?;
@@ -167,7 +172,7 @@ impl DetectorConfig {
     /// out-of-range numbers make a useless detector, not a crash.
     pub fn build(&self) -> Box<dyn Detector> {
         match *self {
-            DetectorConfig::Static => Box::new(r#static::Static),
+            DetectorConfig::Static {} => Box::new(r#static::Static),
             DetectorConfig::Threshold { fraction } => Box::new(threshold::Threshold::new(fraction)),
             DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
                 Box::new(constraint_thrashing::ConstraintThrashing::new(secs(tolerance), min_rate))
@@ -217,7 +222,7 @@ mod tests {
 
     #[test]
     fn every_detector_parses_from_toml_with_defaults() {
-        assert_eq!(parse("kind = \"static\""), DetectorConfig::Static);
+        assert_eq!(parse("kind = \"static\""), DetectorConfig::Static {});
         assert_eq!(parse("kind = \"threshold\""), DetectorConfig::Threshold { fraction: 0.1 });
         assert_eq!(
             parse("kind = \"threshold\"\nfraction = 0.2"),
@@ -233,7 +238,7 @@ mod tests {
             DetectorConfig::FaultRate { threshold: 20.0, duration: 2.0, rss_growth: 0.05 }
         );
         for cfg in [
-            DetectorConfig::Static,
+            DetectorConfig::Static {},
             DetectorConfig::Threshold { fraction: 0.1 },
             DetectorConfig::default(),
             parse("kind = \"fault-rate\""),

@@ -88,13 +88,15 @@ pub struct LaunchConfig {
     pub queue_limit: usize,
     /// How many times a job resubmits a rejected task before giving up.
     pub retry_budget: u32,
-    /// Finished tasks of a job whose peaks make its profile (000: 20).
+    /// Finished tasks of a job whose peaks make its profile (default 20,
+    /// overbook's choice: 000 §4.2 names no history length).
     pub profile_history: usize,
     /// Jobs whose profile a node keeps at most; the least recently updated is
     /// forgotten first, so memory stays bounded over millions of jobs.
     pub profile_jobs: usize,
-    /// Upper bound of the snapshot sync period, seconds (000: 10 s; the period
-    /// is min(mean runtime / 2, this)).
+    /// Upper bound of the snapshot sync period, seconds (default 10 s,
+    /// overbook's choice; 000 §4.2 resyncs "after a predefined period (e.g.,
+    /// five seconds)"). The period is min(mean runtime / 2, this).
     pub max_sync_period: f64,
     /// Lower bound of the sync period, seconds: very short tasks would
     /// otherwise make a node with waiting tasks wake (and sync) continuously.

@@ -43,16 +43,19 @@ pub trait Preemptor: fmt::Debug + Send {
 }
 
 /// Which preemptor (`[preemptor]` in config).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Variants without parameters are empty struct variants, not unit variants,
+/// so that a stray key next to `kind` is refused (serde ignores every other
+/// key next to the tag of an internally tagged unit variant).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PreemptorConfig {
     /// 000: kill the whole container; its work is lost.
-    #[default]
-    Kill,
+    Kill {},
     /// 002: freeze it (`Preemption::Freeze`); memory stays, coldest to reclaim.
-    Suspend,
+    Suspend {},
     /// Freeze it, then push its memory out to swap.
-    SuspendAndSwapOut,
+    SuspendAndSwapOut {},
     /// 004 §3: always checkpoint (a kill where CRIU does not work).
     Checkpoint {
         /// Dump only what changed when the victim has an earlier image and
@@ -68,6 +71,12 @@ pub enum PreemptorConfig {
     },
 }
 
+impl Default for PreemptorConfig {
+    fn default() -> PreemptorConfig {
+        PreemptorConfig::Kill {}
+    }
+}
+
 fn default_true() -> bool {
     true
 }
@@ -75,9 +84,9 @@ fn default_true() -> bool {
 impl PreemptorConfig {
     pub fn name(&self) -> &'static str {
         match self {
-            PreemptorConfig::Kill => "kill",
-            PreemptorConfig::Suspend => "suspend",
-            PreemptorConfig::SuspendAndSwapOut => "suspend-and-swap-out",
+            PreemptorConfig::Kill {} => "kill",
+            PreemptorConfig::Suspend {} => "suspend",
+            PreemptorConfig::SuspendAndSwapOut {} => "suspend-and-swap-out",
             PreemptorConfig::Checkpoint { .. } => "checkpoint",
             PreemptorConfig::Adaptive { .. } => "adaptive",
         }
@@ -92,9 +101,9 @@ impl PreemptorConfig {
     pub fn build(&self) -> Box<dyn Preemptor> {
         let fixed = |how| Box::new(fixed::Fixed { name: self.name(), how });
         match *self {
-            PreemptorConfig::Kill => fixed(Preemption::Kill),
-            PreemptorConfig::Suspend => fixed(Preemption::Freeze),
-            PreemptorConfig::SuspendAndSwapOut => fixed(Preemption::FreezeAndSwapOut),
+            PreemptorConfig::Kill {} => fixed(Preemption::Kill),
+            PreemptorConfig::Suspend {} => fixed(Preemption::Freeze),
+            PreemptorConfig::SuspendAndSwapOut {} => fixed(Preemption::FreezeAndSwapOut),
             PreemptorConfig::Checkpoint { incremental } => {
                 Box::new(fixed::Checkpoint { incremental })
             }
@@ -212,9 +221,9 @@ mod tests {
     fn fixed_preemptors_pay_their_one_way() {
         let v = ContainerStats::new(ContainerId(1), JobId(1), Class::BestEffort, Time::ZERO);
         let cases = [
-            (PreemptorConfig::Kill, Preemption::Kill),
-            (PreemptorConfig::Suspend, Preemption::Freeze),
-            (PreemptorConfig::SuspendAndSwapOut, Preemption::FreezeAndSwapOut),
+            (PreemptorConfig::Kill {}, Preemption::Kill),
+            (PreemptorConfig::Suspend {}, Preemption::Freeze),
+            (PreemptorConfig::SuspendAndSwapOut {}, Preemption::FreezeAndSwapOut),
         ];
         for (cfg, how) in cases {
             let p = cfg.build();
@@ -248,9 +257,9 @@ mod tests {
     fn every_preemptor_parses_from_toml() {
         let parse =
             |t: &str| toml::from_str::<PreemptorConfig>(t).unwrap_or_else(|e| panic!("{t}: {e}"));
-        assert_eq!(parse("kind = \"kill\""), PreemptorConfig::Kill);
-        assert_eq!(parse("kind = \"suspend\""), PreemptorConfig::Suspend);
-        assert_eq!(parse("kind = \"suspend-and-swap-out\""), PreemptorConfig::SuspendAndSwapOut);
+        assert_eq!(parse("kind = \"kill\""), PreemptorConfig::Kill {});
+        assert_eq!(parse("kind = \"suspend\""), PreemptorConfig::Suspend {});
+        assert_eq!(parse("kind = \"suspend-and-swap-out\""), PreemptorConfig::SuspendAndSwapOut {});
         assert_eq!(
             parse("kind = \"checkpoint\""),
             PreemptorConfig::Checkpoint { incremental: true }
@@ -267,7 +276,7 @@ mod tests {
         assert!(toml::from_str::<PreemptorConfig>("kind = \"freeze\"").is_err());
         assert!(toml::from_str::<PreemptorConfig>("kind = \"adaptive\"\nincremental = 1").is_err());
         assert!(toml::from_str::<PreemptorConfig>("kind = \"adaptive\"\nbandwidth = 1").is_err());
-        for cfg in [PreemptorConfig::Kill, PreemptorConfig::Adaptive { incremental: true }] {
+        for cfg in [PreemptorConfig::Kill {}, PreemptorConfig::Adaptive { incremental: true }] {
             assert_eq!(cfg.validate(), Ok(()));
             assert_eq!(cfg.build().name(), cfg.name());
         }

@@ -16,16 +16,19 @@ pub trait Ranker: fmt::Debug + Send {
 }
 
 /// Which ranker (`[ranker]` in config).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Variants without parameters are empty struct variants, not unit variants,
+/// so that a stray key next to `kind` is refused (serde ignores every other
+/// key next to the tag of an internally tagged unit variant).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RankerConfig {
     /// 000: memory over execution time, so the big young task pays.
-    #[default]
-    MemoryPerRuntime,
+    MemoryPerRuntime {},
     /// 000's `score_only`: the user's score decides.
-    Score,
+    Score {},
     /// Kuber / kubelet: the most recently started pays.
-    NewestFirst,
+    NewestFirst {},
     /// 004 §5.2.2: cheapest to checkpoint first (size / write bandwidth).
     ///
     /// All candidates of a node dump to the same store, so `write_bandwidth`
@@ -43,6 +46,12 @@ pub enum RankerConfig {
     },
 }
 
+impl Default for RankerConfig {
+    fn default() -> RankerConfig {
+        RankerConfig::MemoryPerRuntime {}
+    }
+}
+
 fn default_write_bandwidth() -> f64 {
     (5u64 << 30) as f64 / 43.73
 }
@@ -57,9 +66,9 @@ const MAX_BANDWIDTH: f64 = 1e13;
 impl RankerConfig {
     pub fn name(&self) -> &'static str {
         match self {
-            RankerConfig::MemoryPerRuntime => "memory-per-runtime",
-            RankerConfig::Score => "score",
-            RankerConfig::NewestFirst => "newest-first",
+            RankerConfig::MemoryPerRuntime {} => "memory-per-runtime",
+            RankerConfig::Score {} => "score",
+            RankerConfig::NewestFirst {} => "newest-first",
             RankerConfig::CheckpointCost { .. } => "checkpoint-cost",
         }
     }
@@ -80,9 +89,9 @@ impl RankerConfig {
 
     pub fn build(&self) -> Box<dyn Ranker> {
         match *self {
-            RankerConfig::MemoryPerRuntime => Box::new(rankers::MemoryPerRuntime),
-            RankerConfig::Score => Box::new(rankers::Score),
-            RankerConfig::NewestFirst => Box::new(rankers::NewestFirst),
+            RankerConfig::MemoryPerRuntime {} => Box::new(rankers::MemoryPerRuntime),
+            RankerConfig::Score {} => Box::new(rankers::Score),
+            RankerConfig::NewestFirst {} => Box::new(rankers::NewestFirst),
             RankerConfig::CheckpointCost { write_bandwidth, incremental } => {
                 Box::new(rankers::CheckpointCost { write_bandwidth, incremental })
             }
@@ -130,9 +139,9 @@ mod tests {
     use proptest::prelude::*;
 
     const ALL: [RankerConfig; 4] = [
-        RankerConfig::MemoryPerRuntime,
-        RankerConfig::Score,
-        RankerConfig::NewestFirst,
+        RankerConfig::MemoryPerRuntime {},
+        RankerConfig::Score {},
+        RankerConfig::NewestFirst {},
         RankerConfig::CheckpointCost { write_bandwidth: 1e9, incremental: true },
     ];
 
@@ -164,7 +173,7 @@ mod tests {
     fn memory_per_runtime_prefers_the_big_young_task() {
         // c1: 4 GB over 100 s; c2: 1 GB over 10 s; c3: 2 GB just started (floored at 1 s).
         let cs = [be(1, 0, 4 << 30), be(2, 90, 1 << 30), be(3, 100, 2 << 30)];
-        assert_eq!(ranked(&RankerConfig::MemoryPerRuntime, 100, &cs, None), vec![3, 2, 1]);
+        assert_eq!(ranked(&RankerConfig::MemoryPerRuntime {}, 100, &cs, None), vec![3, 2, 1]);
     }
 
     #[test]
@@ -173,8 +182,8 @@ mod tests {
         cs[0].score = 10;
         cs[1].score = -3;
         cs[2].score = 4;
-        assert_eq!(ranked(&RankerConfig::Score, 100, &cs, None), vec![1, 3, 2]);
-        assert_eq!(ranked(&RankerConfig::NewestFirst, 100, &cs, None), vec![2, 3, 1]);
+        assert_eq!(ranked(&RankerConfig::Score {}, 100, &cs, None), vec![1, 3, 2]);
+        assert_eq!(ranked(&RankerConfig::NewestFirst {}, 100, &cs, None), vec![2, 3, 1]);
     }
 
     #[test]
@@ -210,7 +219,7 @@ mod tests {
         let mut out = Vec::with_capacity(64);
         out.push((ContainerId(99), 1.0));
         let cap = out.capacity();
-        rank_candidates(&obs, RankerConfig::Score.build().as_ref(), None, &mut out);
+        rank_candidates(&obs, RankerConfig::Score {}.build().as_ref(), None, &mut out);
         assert_eq!(out, vec![(ContainerId(1), 0.0)]);
         assert_eq!(out.capacity(), cap);
     }
@@ -242,9 +251,9 @@ mod tests {
     fn every_ranker_parses_from_toml() {
         let parse =
             |t: &str| toml::from_str::<RankerConfig>(t).unwrap_or_else(|e| panic!("{t}: {e}"));
-        assert_eq!(parse("kind = \"memory-per-runtime\""), RankerConfig::MemoryPerRuntime);
-        assert_eq!(parse("kind = \"score\""), RankerConfig::Score);
-        assert_eq!(parse("kind = \"newest-first\""), RankerConfig::NewestFirst);
+        assert_eq!(parse("kind = \"memory-per-runtime\""), RankerConfig::MemoryPerRuntime {});
+        assert_eq!(parse("kind = \"score\""), RankerConfig::Score {});
+        assert_eq!(parse("kind = \"newest-first\""), RankerConfig::NewestFirst {});
         let RankerConfig::CheckpointCost { write_bandwidth, incremental } =
             parse("kind = \"checkpoint-cost\"")
         else {

@@ -7,31 +7,34 @@
 //! kill delay, a dump after its write time, one dump at a time per node), so
 //! what is evaluated is what is deployed.
 
+mod clock;
 mod node;
+mod placement;
+mod points;
 mod queue;
 mod task;
 
 use crate::outcome::{RunCounters, RunResult, TaskOutcome};
 use crate::workload::{TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
-use node::Node;
+use clock::Lane;
+use node::{Member, Node};
 use overbook_core::action::RejectReason;
 use overbook_core::config::{ConfigError, PolicyConfig};
 use overbook_core::launch::Admission;
 use overbook_core::policy::{NodeFacilities, NodePolicy};
 use overbook_core::preempt::{choose_resume_site, StoreBandwidth};
 use overbook_core::{
-    Action, Bytes, Class, ContainerId, ContainerStats, FaultCounters, ImageInfo, Observation,
-    Preemption, ResumeSite, RunState, Time,
+    Action, Bytes, ContainerId, ContainerStats, FaultCounters, ImageInfo, Observation, Preemption,
+    ResumeSite, RunState, Time,
 };
+use placement::Placement;
 use queue::{Event, EventQueue};
 use rand::RngCore;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 use task::{Phase, Task};
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// How fast a node's tasks run when its memory is oversubscribed, and what
 /// fault counters that shows (calibrated from a real node).
@@ -128,9 +131,14 @@ pub struct Engine<'m> {
     now: Time,
     queue: EventQueue,
     nodes: Vec<Node>,
-    placement: BTreeSet<(u64, u32, u32)>,
+    placement: Placement,
+    /// Nodes whose point event needs putting right (`points.rs`).
+    moved: Vec<u32>,
     slots: Vec<Option<Task>>,
     generations: Vec<u32>,
+    /// Each slot's last epoch: a task taking a slot starts from there, so
+    /// events left for the slot's previous task stay stale.
+    epochs: Vec<u32>,
     free: Vec<u32>,
     /// Tasks whose trace rows are still to come (usage samples, their end).
     by_key: HashMap<TaskKey, u32>,
@@ -168,12 +176,11 @@ impl<'m> Engine<'m> {
             can_incremental: cfg.can_incremental,
         };
         let mut nodes = Vec::with_capacity(cfg.nodes);
-        let mut placement = BTreeSet::new();
+        let mut keys = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
             let policy = NodePolicy::new(&cfg.policy, facilities).map_err(|e| e.under("policy"))?;
-            let mut node = Node::new(i as u32, cfg.node_memory, cfg.node_swap, policy);
-            node.key = node.placement_key(i as u32);
-            placement.insert(node.key);
+            let node = Node::new(cfg.node_memory, cfg.node_swap, policy);
+            keys.push(node.placement_key(i as u32));
             nodes.push(node);
         }
         let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
@@ -185,9 +192,11 @@ impl<'m> Engine<'m> {
             now: Time::ZERO,
             queue: EventQueue::default(),
             nodes,
-            placement,
+            placement: Placement::new(keys),
+            moved: Vec::new(),
             slots: Vec::new(),
             generations: Vec::new(),
+            epochs: Vec::new(),
             free: Vec::new(),
             by_key: HashMap::new(),
             counters,
@@ -206,6 +215,7 @@ impl<'m> Engine<'m> {
     ) -> Result<RunResult, SimError> {
         let mut pending = workload.next().transpose()?;
         loop {
+            self.settle_points();
             let next_event = self.queue.peek_time();
             let take_workload = match (&pending, next_event) {
                 (Some(w), Some(t)) => w.at() <= t,
@@ -242,6 +252,9 @@ impl<'m> Engine<'m> {
         let end = self.now;
         for i in 0..self.nodes.len() {
             self.advance(i as u32);
+        }
+        for slot in 0..self.slots.len() {
+            self.sync(slot as u32);
         }
         for task in self.slots.iter_mut().filter_map(Option::take) {
             self.outcomes.push(task.outcome);
@@ -298,13 +311,16 @@ impl<'m> Engine<'m> {
             None => {
                 self.slots.push(None);
                 self.generations.push(0);
+                self.epochs.push(0);
                 (self.slots.len() - 1) as u32
             }
         };
         let gen = self.generations[slot as usize].wrapping_add(1);
         self.generations[slot as usize] = gen;
         let id = ContainerId((u64::from(gen) << 32) | u64::from(slot));
-        self.slots[slot as usize] = Some(Task::new(id, spec));
+        let mut task = Task::new(id, spec);
+        task.epoch = self.epochs[slot as usize];
+        self.slots[slot as usize] = Some(task);
         slot
     }
 
@@ -329,6 +345,7 @@ impl<'m> Engine<'m> {
         };
         task.outcome.completed = completed;
         task.outcome.end = Some(self.now);
+        self.epochs[slot as usize] = task.epoch;
         if !completed {
             self.by_key.remove(&task.spec.key);
         }
@@ -339,7 +356,7 @@ impl<'m> Engine<'m> {
     // ---- placement and admission -----------------------------------------
 
     fn place(&mut self, slot: u32) {
-        let Some(&(_, _, node)) = self.placement.first() else {
+        let Some((_, _, node)) = self.placement.first() else {
             return;
         };
         self.submit_to(slot, node);
@@ -384,13 +401,8 @@ impl<'m> Engine<'m> {
     }
 
     fn reindex(&mut self, node: u32) {
-        let n = &mut self.nodes[node as usize];
-        let key = n.placement_key(node);
-        if key != n.key {
-            self.placement.remove(&n.key);
-            n.key = key;
-            self.placement.insert(key);
-        }
+        let key = self.nodes[node as usize].placement_key(node);
+        self.placement.set(node, key);
     }
 
     // ---- events -----------------------------------------------------------
@@ -406,7 +418,7 @@ impl<'m> Engine<'m> {
                 self.advance(node);
                 self.step(node);
             }
-            Event::TaskPoint { slot, epoch } => self.on_task_point(slot, epoch),
+            Event::Point { node, epoch } => self.on_point(node, epoch),
             Event::Released { slot, epoch } => self.on_released(slot, epoch),
             Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
             Event::Retry { slot, epoch } => {
@@ -419,25 +431,6 @@ impl<'m> Engine<'m> {
 
     fn live(&self, slot: u32, epoch: u32) -> Option<&Task> {
         self.task(slot).filter(|t| t.epoch == epoch)
-    }
-
-    fn on_task_point(&mut self, slot: u32, epoch: u32) {
-        let Some(Phase::Running { node }) = self.live(slot, epoch).map(|t| t.phase) else {
-            return;
-        };
-        self.advance(node);
-        let Some(task) = self.task_mut(slot) else {
-            return;
-        };
-        // The event was scheduled for exactly this work offset at a speed that
-        // has not changed since (or the epoch would differ): snap to it so
-        // rounding never leaves a task a nanosecond short forever.
-        task.progress = task.progress.max(task.target);
-        if task.remaining().is_some_and(|r| r.is_zero()) {
-            self.complete(slot, node);
-        } else {
-            self.memory_may_have_changed(slot);
-        }
     }
 
     fn complete(&mut self, slot: u32, node: u32) {
@@ -460,17 +453,19 @@ impl<'m> Engine<'m> {
             return;
         };
         self.advance(node);
+        // Faults so far count at the memory it held so far.
+        self.sync(slot);
         let Some(task) = self.task_mut(slot) else {
             return;
         };
-        let mem = task.spec.profile.at(task.progress);
+        let mem = task.profile_mem();
         let before = task.mem;
         task.mem = mem;
         let n = &mut self.nodes[node as usize];
         n.demand = n.demand.saturating_sub(before).saturating_add(mem);
-        let speed_changed = self.recompute(node);
-        if !speed_changed {
-            self.schedule_point(slot, node);
+        self.target_point(slot, node);
+        if !self.recompute(node) {
+            self.time_point(slot, node);
         }
         if mem != before && self.worth_a_step(node, mem < before) {
             self.step(node);
@@ -555,11 +550,11 @@ impl<'m> Engine<'m> {
 
     /// 004 Algorithm 2: restore where it waits least, here or on the
     /// least-loaded node with room, when images are on a shared store.
-    fn resume_site(&self, node: u32, size: Bytes) -> u32 {
+    fn resume_site(&mut self, node: u32, size: Bytes) -> u32 {
         if !self.cfg.shared_store {
             return node;
         }
-        let Some(&(_, _, other)) = self.placement.iter().find(|k| k.2 != node) else {
+        let Some((_, _, other)) = self.placement.first_other(node) else {
             return node;
         };
         let o = &self.nodes[other as usize];
@@ -581,99 +576,13 @@ impl<'m> Engine<'m> {
             return;
         };
         self.advance(node);
-        if let Some(task) = self.task_mut(slot) {
+        let n = &mut self.nodes[node as usize];
+        if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
             task.phase = Phase::Running { node };
+            task.base = n.clocks;
         }
-        self.schedule_point(slot, node);
-    }
-
-    // ---- time and speed -----------------------------------------------------
-
-    /// Account progress, faults and busy time on `node` up to now.
-    fn advance(&mut self, node: u32) {
-        let now = self.now;
-        let n = &mut self.nodes[node as usize];
-        let dt = now.since(n.last);
-        if dt.is_zero() {
-            return;
-        }
-        n.last = now;
-        let secs = dt.as_secs_f64();
-        let (majors, refaults) = if n.thrashing {
-            self.counters.thrashing_node_seconds += secs;
-            self.model.fault_rates(n.demand, n.capacity)
-        } else {
-            (0.0, 0.0)
-        };
-        for &slot in &n.members {
-            let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
-                continue;
-            };
-            if !matches!(task.phase, Phase::Running { .. }) {
-                continue;
-            }
-            let speed = task_speed(task.spec.class, n.speed);
-            task.progress += dt.mul_f64(speed);
-            self.counters.busy_core_seconds += task.spec.cpus * secs;
-            if n.thrashing && speed < 1.0 {
-                task.outcome.thrashing_time += dt;
-                let gib = task.mem as f64 / GIB;
-                task.major_faults += majors * gib * secs;
-                task.refaults += refaults * gib * secs;
-            }
-        }
-    }
-
-    /// Recompute a node's demand-driven speed after its memory changed; when the
-    /// speed moves, every running task's next point moves with it. Returns
-    /// whether it did.
-    fn recompute(&mut self, node: u32) -> bool {
-        let n = &mut self.nodes[node as usize];
-        let speed = self.model.speed(n.demand, n.capacity).clamp(1e-6, 1.0);
-        let was_thrashing = n.thrashing;
-        n.thrashing = n.demand > n.capacity;
-        let changed = (speed - n.speed).abs() > 1e-12;
-        n.speed = speed;
-        if changed {
-            let members = std::mem::take(&mut self.nodes[node as usize].members);
-            for &slot in &members {
-                self.schedule_point(slot, node);
-            }
-            self.nodes[node as usize].members = members;
-        }
-        if self.nodes[node as usize].thrashing && !was_thrashing {
-            self.wake(node, self.now);
-        }
-        self.reindex(node);
-        changed
-    }
-
-    fn schedule_point(&mut self, slot: u32, node: u32) {
-        let now = self.now;
-        let node_speed = self.nodes[node as usize].speed;
-        let Some(task) = self.task_mut(slot) else {
-            return;
-        };
-        if !matches!(task.phase, Phase::Running { .. }) {
-            return;
-        }
-        let epoch = task.bump();
-        let Some(point) = task.next_point() else {
-            return;
-        };
-        task.target = point;
-        let work = point.saturating_sub(task.progress);
-        let speed = task_speed(task.spec.class, node_speed);
-        let at = now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12));
-        self.queue.push(at, Event::TaskPoint { slot, epoch });
-    }
-
-    fn wake(&mut self, node: u32, at: Time) {
-        let n = &mut self.nodes[node as usize];
-        if at < n.next_wake {
-            n.next_wake = at;
-            self.queue.push(at, Event::Wake { node });
-        }
+        n.set_running(slot, true);
+        self.plan_point(slot, node);
     }
 
     // ---- the policy ----------------------------------------------------------
@@ -684,8 +593,11 @@ impl<'m> Engine<'m> {
         let mut observed = std::mem::take(&mut self.observed);
         observed.clear();
         let n = &self.nodes[node as usize];
-        for &slot in &n.members {
-            if let Some(task) = self.task(slot) {
+        for m in &n.members {
+            if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {
+                if m.running {
+                    n.clocks.sync(task);
+                }
                 observed.push(stats_of(task));
             }
         }
@@ -731,20 +643,28 @@ impl<'m> Engine<'m> {
 
     fn launch(&mut self, slot: u32, node: u32) {
         let now = self.now;
-        let Some(task) = self.task_mut(slot) else {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
         };
         task.phase = Phase::Running { node };
         task.started = now;
         task.attempts += 1;
         task.outcome.first_start.get_or_insert(now);
-        task.mem = task.spec.profile.at(task.progress);
-        let mem = task.mem;
+        task.mem = task.profile_mem();
         let n = &mut self.nodes[node as usize];
-        n.members.push(slot);
+        if std::env::var_os("TRACE").is_some() {
+            eprintln!(
+                "launch {} node={} key={:?} mem={} prog={:?}",
+                now.0, node, task.spec.key, task.mem, task.progress
+            );
+        }
+        task.base = n.clocks;
+        let mem = task.mem;
+        n.add_member(Member::new(slot, true, Lane::of(task.spec.class), task.spec.cpus));
         n.demand = n.demand.saturating_add(mem);
+        self.target_point(slot, node);
         if !self.recompute(node) {
-            self.schedule_point(slot, node);
+            self.time_point(slot, node);
         }
     }
 
@@ -782,9 +702,10 @@ impl<'m> Engine<'m> {
         let waited = now.since(task.suspended_at).as_secs_f64();
         let was_frozen = matches!(task.phase, Phase::Frozen { .. });
         task.phase = Phase::Resuming { node };
-        task.mem = task.spec.profile.at(task.progress);
+        task.mem = task.profile_mem();
         let mem = task.mem;
         let epoch = task.bump();
+        let member = Member::new(slot, false, Lane::of(task.spec.class), task.spec.cpus);
         self.counters.checkpoint_bytes_read += read;
         let n = &mut self.nodes[node as usize];
         if was_frozen {
@@ -792,7 +713,7 @@ impl<'m> Engine<'m> {
         }
         // A short memory of how long resumes wait here: 004's local queue time.
         n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
-        n.members.push(slot);
+        n.add_member(member);
         n.demand = n.demand.saturating_add(mem);
         self.recompute(node);
         self.queue
@@ -802,6 +723,7 @@ impl<'m> Engine<'m> {
     fn preempt(&mut self, slot: u32, node: u32, how: Preemption) {
         let now = self.now;
         self.advance(node);
+        self.sync(slot);
         let swap_free = self.nodes[node as usize].stats().swap_free;
         let Some(task) = self.task(slot) else { return };
         if task.phase != (Phase::Running { node }) || !task.spec.class.is_preemptible() {
@@ -860,21 +782,14 @@ impl<'m> Engine<'m> {
         task.phase = phase;
         let epoch = task.bump();
         self.queue.push(done_at, Event::Released { slot, epoch });
+        self.nodes[node as usize].set_running(slot, false);
+        self.points_moved(node);
     }
 }
 
 fn task_phase(engine: &mut Engine<'_>, slot: u32, phase: Phase) {
     if let Some(t) = engine.task_mut(slot) {
         t.phase = phase;
-    }
-}
-
-/// Critical containers bypass swap (000 §3.2), so they never slow down.
-fn task_speed(class: Class, node_speed: f64) -> f64 {
-    if class == Class::Critical {
-        1.0
-    } else {
-        node_speed
     }
 }
 

@@ -1,7 +1,41 @@
 //! A simulated node: its memory, the tasks that hold memory on it, and its policy.
 
+use super::clock::{Clocks, Lane};
 use overbook_core::policy::NodePolicy;
 use overbook_core::{Bytes, NodeStats, Time};
+use std::time::Duration;
+
+/// A task holding memory on a node, with what the node needs to know of it
+/// without touching the task: whether it progresses, and when it next
+/// reaches a point (a memory change or its end).
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    pub slot: u32,
+    /// Running (progressing); otherwise it only holds memory (dying,
+    /// freezing, dumping, resuming).
+    pub running: bool,
+    pub lane: Lane,
+    pub cpus: f64,
+    /// The reading of its lane's work clock at which it reaches its next
+    /// point (`Duration::MAX` for none).
+    pub target: Duration,
+    /// When it gets there at the node's present speed (`Time::MAX`: never),
+    /// and its place in the event order (`EventQueue::stamp`) for ties.
+    pub at: Time,
+    pub seq: u64,
+}
+
+impl Member {
+    pub fn new(slot: u32, running: bool, lane: Lane, cpus: f64) -> Member {
+        Member { slot, running, lane, cpus, target: Duration::MAX, at: Time::MAX, seq: 0 }
+    }
+
+    /// Forget its planned point.
+    pub fn unplan(&mut self) {
+        self.target = Duration::MAX;
+        self.at = Time::MAX;
+    }
+}
 
 #[derive(Debug)]
 pub struct Node {
@@ -9,32 +43,39 @@ pub struct Node {
     pub swap_total: Bytes,
     pub swap_used: Bytes,
     pub policy: NodePolicy,
-    /// Slots of the tasks holding memory here (running, dying, freezing,
-    /// dumping, resuming).
-    pub members: Vec<u32>,
+    /// The tasks holding memory here (running, dying, freezing, dumping,
+    /// resuming), in the order they came.
+    pub members: Vec<Member>,
     /// Memory the members hold.
     pub demand: Bytes,
+    /// Cores its running members use.
+    pub running_cpus: f64,
     /// Requests of the tasks queued here, so placement sees work on its way.
     pub queued_request: Bytes,
     pub queued: u32,
     /// How fast its tasks progress now (1.0 unless it thrashes).
     pub speed: f64,
     pub thrashing: bool,
-    /// Up to when progress and counters have been accounted.
+    /// Up to when the clocks have been advanced.
     pub last: Time,
+    pub clocks: Clocks,
     /// When its checkpoint queue is free (one dump at a time per node, 004).
     pub dump_free_at: Time,
     /// The earliest wake already scheduled (`Time::MAX` for none).
     pub next_wake: Time,
+    /// The members' earliest point as scheduled (`None`), and the count
+    /// that tells a scheduled point event is still that one.
+    pub point: Option<(Time, u64)>,
+    pub point_epoch: u32,
+    /// Marked for `Engine::settle_points`.
+    pub points_moved: bool,
     /// How long its suspended tasks waited to resume here (EWMA, seconds), the
     /// local queue time of 004 Algorithm 2.
     pub resume_wait: f64,
-    /// Its key in the placement index.
-    pub key: (u64, u32, u32),
 }
 
 impl Node {
-    pub fn new(index: u32, capacity: Bytes, swap_total: Bytes, policy: NodePolicy) -> Node {
+    pub fn new(capacity: Bytes, swap_total: Bytes, policy: NodePolicy) -> Node {
         Node {
             capacity,
             swap_total,
@@ -42,15 +83,19 @@ impl Node {
             policy,
             members: Vec::new(),
             demand: 0,
+            running_cpus: 0.0,
             queued_request: 0,
             queued: 0,
             speed: 1.0,
             thrashing: false,
             last: Time::ZERO,
+            clocks: Clocks::default(),
             dump_free_at: Time::ZERO,
             next_wake: Time::MAX,
+            point: None,
+            points_moved: false,
+            point_epoch: 0,
             resume_wait: 0.0,
-            key: (0, 0, index),
         }
     }
 
@@ -72,9 +117,39 @@ impl Node {
         (ppm, self.queued, index)
     }
 
+    pub fn member_mut(&mut self, slot: u32) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.slot == slot)
+    }
+
+    pub fn add_member(&mut self, member: Member) {
+        self.members.push(member);
+        self.count_cpus();
+    }
+
     pub fn remove_member(&mut self, slot: u32) {
-        if let Some(i) = self.members.iter().position(|&s| s == slot) {
+        if let Some(i) = self.members.iter().position(|m| m.slot == slot) {
             self.members.swap_remove(i);
+            self.count_cpus();
         }
+    }
+
+    /// Mark a member running or not (it stops planning points when not).
+    pub fn set_running(&mut self, slot: u32, running: bool) {
+        if let Some(m) = self.member_mut(slot) {
+            m.running = running;
+            m.unplan();
+        }
+        self.count_cpus();
+    }
+
+    /// Recount the cores its running members use (a sum, not a running
+    /// total, so no rounding drifts in over a day).
+    fn count_cpus(&mut self) {
+        self.running_cpus = self.members.iter().filter(|m| m.running).map(|m| m.cpus).sum();
+    }
+
+    /// The member whose point comes first (time, then event order), if any.
+    pub fn first_point(&self) -> Option<&Member> {
+        self.members.iter().filter(|m| m.running && m.at != Time::MAX).min_by_key(|m| (m.at, m.seq))
     }
 }

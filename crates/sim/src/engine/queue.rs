@@ -1,19 +1,24 @@
-//! The event queue: a binary heap ordered by time, then by insertion order, so
-//! that events at the same instant run in the order they were scheduled and
-//! every run with the same seed is the same run.
+//! The event queue, ordered by time, then by the order events were scheduled
+//! in, so that events at the same instant run in the order they were
+//! scheduled and every run with the same seed is the same run.
+//!
+//! Events are never scheduled before the last one taken, so the queue is a
+//! radix heap (Ahuja, Mehlhorn, Orlin and Tarjan 1990) on the 128-bit key
+//! (time, order): bucket `b` holds the keys whose highest bit differing from
+//! the last key taken is bit `b - 1`. Taking the least key empties bucket 0,
+//! or splits the first non-empty bucket into lower ones; a key moves down at
+//! most 128 times, in practice a few, and every bucket is a flat vector.
 
 use overbook_core::Time;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Something that happens to a node or a task at a point in virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Event {
     /// Step the node's policy (a sample while it thrashes, or a time the policy asked for).
     Wake { node: u32 },
-    /// A running task reaches its next memory change point or the end of its work.
-    /// `epoch` must still match the task's, or the event is stale.
-    TaskPoint { slot: u32, epoch: u32 },
+    /// A running task on the node reaches its next memory change point or the
+    /// end of its work. `epoch` must still match the node's, or the event is stale.
+    Point { node: u32, epoch: u32 },
     /// A preemption's memory is released (kill delay over, swap-out or dump done).
     Released { slot: u32, epoch: u32 },
     /// A resumed task is back in memory (thaw swapped in, or image restored).
@@ -22,30 +27,119 @@ pub enum Event {
     Retry { slot: u32, epoch: u32 },
 }
 
-#[derive(Debug, Default)]
+const BUCKETS: usize = 129;
+
+#[derive(Debug)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
+    buckets: Vec<Vec<(u128, Event)>>,
+    /// Bit `b - 1` set when bucket `b` (1..=128) holds events.
+    full: u128,
+    /// The last key taken (or peeked at): no key in the queue is below it.
+    last: u128,
+    len: usize,
     seq: u64,
+}
+
+impl Default for EventQueue {
+    fn default() -> EventQueue {
+        EventQueue { buckets: vec![Vec::new(); BUCKETS], full: 0, last: 0, len: 0, seq: 0 }
+    }
+}
+
+fn key(at: Time, seq: u64) -> u128 {
+    (u128::from(at.0) << 64) | u128::from(seq)
 }
 
 impl EventQueue {
     pub fn push(&mut self, at: Time, ev: Event) {
-        self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, ev)));
+        let seq = self.stamp();
+        self.push_stamped(at, seq, ev);
     }
 
-    pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
+    /// A place in the order of events scheduled, for an event pushed later
+    /// with `push_stamped` (it then runs as if pushed now).
+    pub fn stamp(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Push with a place from `stamp`. An event keyed before the last one
+    /// taken (only possible at the same instant) is simply next.
+    pub fn push_stamped(&mut self, at: Time, seq: u64, ev: Event) {
+        let k = key(at, seq);
+        self.put(k, ev);
+        self.len += 1;
+    }
+
+    fn put(&mut self, k: u128, ev: Event) {
+        let b = self.bucket(k);
+        self.buckets[b].push((k, ev));
+        if b > 0 {
+            self.full |= 1 << (b - 1);
+        }
+    }
+
+    fn bucket(&self, k: u128) -> usize {
+        if k <= self.last {
+            0
+        } else {
+            128 - (k ^ self.last).leading_zeros() as usize
+        }
+    }
+
+    /// Make bucket 0 hold the least key; false when the queue is empty.
+    fn settle(&mut self) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        if !self.buckets[0].is_empty() {
+            return true;
+        }
+        if self.full == 0 {
+            return false;
+        }
+        let b = self.full.trailing_zeros() as usize + 1;
+        self.full &= !(1 << (b - 1));
+        let mut moving = std::mem::take(&mut self.buckets[b]);
+        self.last = moving.iter().map(|e| e.0).min().unwrap_or(self.last);
+        for (k, ev) in moving.drain(..) {
+            self.put(k, ev);
+        }
+        // Keep the emptied vector's allocation for the bucket.
+        self.buckets[b] = moving;
+        true
+    }
+
+    /// The index in bucket 0 of its least key.
+    fn least(&self) -> Option<usize> {
+        let b = &self.buckets[0];
+        (0..b.len()).min_by_key(|&i| b[i])
+    }
+
+    pub fn peek_time(&mut self) -> Option<Time> {
+        if !self.settle() {
+            return None;
+        }
+        let i = self.least()?;
+        Some(Time((self.buckets[0][i].0 >> 64) as u64))
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        self.heap.pop().map(|Reverse((t, _, ev))| (t, ev))
+        if !self.settle() {
+            return None;
+        }
+        let i = self.least()?;
+        let (k, ev) = self.buckets[0].swap_remove(i);
+        self.len -= 1;
+        Some((Time((k >> 64) as u64), ev))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
 
     #[test]
     fn same_instant_events_keep_their_order() {
@@ -62,5 +156,56 @@ mod tests {
                 (Time(5), Event::Wake { node: 1 }),
             ]
         );
+    }
+
+    #[test]
+    fn a_stamp_keeps_its_place() {
+        let mut q = EventQueue::default();
+        let early = q.stamp();
+        q.push(Time(3), Event::Wake { node: 1 });
+        q.push_stamped(Time(3), early, Event::Wake { node: 0 });
+        assert_eq!(q.pop(), Some((Time(3), Event::Wake { node: 0 })));
+        assert_eq!(q.pop(), Some((Time(3), Event::Wake { node: 1 })));
+        assert_eq!(q.pop(), None);
+    }
+
+    /// Pushes at or after the last time taken, stamped now or earlier, in
+    /// the order a binary heap on (time, order) gives.
+    #[test]
+    fn agrees_with_a_binary_heap() {
+        let mut q = EventQueue::default();
+        let mut heap = BinaryHeap::new();
+        let mut x = 99u64;
+        let mut now = 0u64;
+        let mut stamps = Vec::new();
+        for round in 0..20_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if x >> 62 != 0 {
+                let shift = (x >> 8) % 40;
+                let at = Time(now + ((x >> 20) & ((1u64 << shift) - 1)));
+                let seq = if (x >> 5).is_multiple_of(4) && !stamps.is_empty() {
+                    stamps[((x >> 30) as usize) % stamps.len()]
+                } else {
+                    let s = q.stamp();
+                    stamps.push(s);
+                    s
+                };
+                let ev = Event::Wake { node: round };
+                q.push_stamped(at, seq, ev);
+                heap.push(Reverse((at, seq, ev)));
+            } else {
+                assert_eq!(q.peek_time(), heap.peek().map(|Reverse(e)| e.0));
+                let got = q.pop();
+                let want = heap.pop().map(|Reverse((t, _, ev))| (t, ev));
+                assert_eq!(got, want);
+                if let Some((t, _)) = got {
+                    now = t.0;
+                }
+            }
+        }
+        while let Some(Reverse((t, _, ev))) = heap.pop() {
+            assert_eq!(q.pop(), Some((t, ev)));
+        }
+        assert_eq!(q.pop(), None);
     }
 }

@@ -1,5 +1,6 @@
 //! A simulated task: its spec, where it is in its life, and what it has cost.
 
+use super::clock::Clocks;
 use crate::outcome::TaskOutcome;
 use crate::workload::TaskSpec;
 use overbook_core::launch::TaskRequest;
@@ -52,11 +53,14 @@ pub struct Task {
     pub phase: Phase,
     /// Bumped whenever scheduled events for this task become stale.
     pub epoch: u32,
-    /// Work done in the current incarnation (kept across freezes and checkpoints).
+    /// Work done in the current incarnation (kept across freezes and
+    /// checkpoints), up to its last sync with its node's clocks.
     pub progress: Duration,
+    /// Its node's clocks at its last sync, while it runs.
+    pub base: Clocks,
     /// Progress at its last image, for the dirty share of an incremental dump.
     pub progress_at_image: Duration,
-    /// The work offset its pending `TaskPoint` event stands for.
+    /// The work offset its planned point stands for.
     pub target: Duration,
     /// Bytes its pending dump writes.
     pub written: Bytes,
@@ -64,12 +68,16 @@ pub struct Task {
     pub started: Time,
     /// Memory it holds now (its profile at `progress`).
     pub mem: Bytes,
+    /// Where `progress` was in its profile last time (`MemProfile::points`
+    /// index of the first point after it): a task moves through its
+    /// profile point by point, so no search is needed.
+    cursor: usize,
     /// Runs so far (a kill ends one).
     pub attempts: u32,
     pub image: Option<ImageInfo>,
     /// When it began waiting to resume, to learn how long local resumes take.
     pub suspended_at: Time,
-    /// Fault counters synthesized from the thrashing model.
+    /// Fault counters synthesized from the thrashing model, up to its last sync.
     pub major_faults: f64,
     pub refaults: f64,
     pub outcome: TaskOutcome,
@@ -105,11 +113,13 @@ impl Task {
             phase: Phase::Backoff,
             epoch: 0,
             progress: Duration::ZERO,
+            base: Clocks::default(),
             progress_at_image: Duration::ZERO,
             target: Duration::ZERO,
             written: 0,
             started: Time::ZERO,
             mem: 0,
+            cursor: 0,
             attempts: 0,
             image: None,
             suspended_at: Time::ZERO,
@@ -134,9 +144,43 @@ impl Task {
         self.spec.work.map(|w| w.saturating_sub(self.progress))
     }
 
+    /// The index of the first profile point after `progress` (the
+    /// profile's `partition_point`), from where it was last time.
+    fn locate(&mut self) -> usize {
+        let points = self.spec.profile.points();
+        let progress = self.progress;
+        let mut i = self.cursor.min(points.len());
+        if i > 0 && points[i - 1].0 > progress {
+            i = points.partition_point(|p| p.0 <= progress);
+        } else {
+            let mut steps = 0;
+            while i < points.len() && points[i].0 <= progress {
+                i += 1;
+                steps += 1;
+                if steps == 4 {
+                    i += points[i..].partition_point(|p| p.0 <= progress);
+                    break;
+                }
+            }
+        }
+        self.cursor = i;
+        i
+    }
+
+    /// Memory its profile gives at its progress (`MemProfile::at`).
+    pub fn profile_mem(&mut self) -> Bytes {
+        let i = self.locate();
+        let points = self.spec.profile.points();
+        match i {
+            0 => points.first().map_or(0, |p| p.1),
+            i => points[i - 1].1,
+        }
+    }
+
     /// The next work offset at which something changes: its memory, or its end.
-    pub fn next_point(&self) -> Option<Duration> {
-        let change = self.spec.profile.next_change(self.progress);
+    pub fn next_point(&mut self) -> Option<Duration> {
+        let i = self.locate();
+        let change = self.spec.profile.points().get(i).map(|p| p.0);
         match (change, self.spec.work) {
             (Some(c), Some(w)) => Some(c.min(w)),
             (c, w) => c.or(w),

@@ -87,6 +87,11 @@ pub struct PaperNumber {
     pub value: String,
     /// Where in the paper (`000 Fig. 9`).
     pub source: String,
+    /// Our number to print beside it: a metric of the run of `variant` (at
+    /// `point`, or at every point), `"<metric>"`, `"<metric> / <variant>"` or
+    /// `"1 - <metric> / <variant>"`; see `report::metrics` for the names.
+    #[serde(default)]
+    pub ours: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,6 +211,12 @@ impl Scenario {
                         .map_err(|p| invalid(format!("sweep.key: {p}")))?;
                 }
                 merge(&mut merged, &override_table);
+                // Naming a workload kind on the command line (`--trace`) replaces
+                // the scenario's workload whole: generator keys mean nothing to a trace.
+                if let Some(w) = override_table.get("workload").filter(|w| w.get("kind").is_some())
+                {
+                    merged.insert("workload".into(), w.clone());
+                }
                 let name = match label {
                     Some(l) => format!("{vname}@{l}"),
                     None => vname.clone(),

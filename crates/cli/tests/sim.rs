@@ -1,0 +1,151 @@
+//! `overbook sim` end to end through the real binary: outputs written, bad
+//! input refused with a message that names the place.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn overbook(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_overbook")).args(args).output() {
+        Ok(o) => o,
+        Err(e) => panic!("cannot run overbook: {e}"),
+    }
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sim/tests/fixtures/traces")
+}
+
+#[test]
+fn the_default_scenario_runs_small_and_writes_its_outputs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("out");
+    let o = overbook(&[
+        "sim",
+        "--small",
+        "--no-progress",
+        "--no-plots",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for variant in ["mercury", "kuber", "charon", "overbook-adaptive"] {
+        assert!(stdout.contains(variant), "{variant} missing from:\n{stdout}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
+    let json: serde_json::Value = serde_json::from_str(&summary).expect("summary.json parses");
+    assert!(json.is_object());
+    assert!(out.join("summary.csv").is_file());
+}
+
+#[test]
+fn the_same_seed_gives_the_same_numbers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = |name: &str| {
+        let out = dir.path().join(name);
+        let o = overbook(&[
+            "sim",
+            "--small",
+            "--no-progress",
+            "--no-plots",
+            "--seed",
+            "9",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ]);
+        assert!(o.status.success(), "{:?}", text(&o));
+        std::fs::read_to_string(out.join("summary.csv")).expect("summary.csv")
+    };
+    assert_eq!(run("a"), run("b"));
+}
+
+#[test]
+fn a_misspelt_setting_is_refused_by_name() {
+    let o = overbook(&["sim", "--small", "--no-progress", "--set", "cluster.nodez=3"]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("nodez"), "{stderr}");
+    let o = overbook(&["sim", "--small", "--no-progress", "--set", "policy.detector.tolerance=-2"]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("tolerance"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_scenario_lists_the_built_in_ones() {
+    let o = overbook(&["sim", "--scenario", "nonesuch"]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("charon-loads"), "{stderr}");
+}
+
+#[test]
+fn every_trace_format_replays_its_fixture() {
+    let cases = [
+        ("google-2011", "google-2011/plain"),
+        ("google-2011", "google-2011/gz"),
+        ("google-2019", "google-2019/csv"),
+        ("alibaba-2018", "alibaba-2018"),
+        ("charon-sls", "charon-sls/lines"),
+    ];
+    for (format, path) in cases {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let trace = fixtures().join(path);
+        let o = overbook(&[
+            "sim",
+            "--small",
+            "--no-progress",
+            "--no-plots",
+            "--trace-format",
+            format,
+            "--trace",
+            trace.to_str().expect("utf-8"),
+            "--out",
+            dir.path().to_str().expect("utf-8"),
+        ]);
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{format}: stdout:\n{stdout}\nstderr:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_broken_trace_row_is_named_by_file_and_line_or_skipped_and_counted() {
+    let trace = fixtures().join("google-2011/broken");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = |skip: bool| {
+        let mut a = vec![
+            "sim".to_string(),
+            "--small".into(),
+            "--no-progress".into(),
+            "--no-plots".into(),
+            "--trace-format".into(),
+            "google-2011".into(),
+            "--trace".into(),
+            trace.display().to_string(),
+            "--out".into(),
+            dir.path().display().to_string(),
+        ];
+        if skip {
+            a.push("--skip-bad-rows".into());
+        }
+        a
+    };
+    let strict: Vec<String> = args(false);
+    let o = overbook(&strict.iter().map(String::as_str).collect::<Vec<_>>());
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success(), "a broken row must stop the run");
+    assert!(stderr.contains("task_events") || stderr.contains("task_usage"), "{stderr}");
+    assert!(stderr.contains(".csv:") || stderr.contains(":"), "{stderr}");
+    let lenient: Vec<String> = args(true);
+    let o = overbook(&lenient.iter().map(String::as_str).collect::<Vec<_>>());
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("rows skipped"), "the skipped rows are reported:\n{stdout}");
+}

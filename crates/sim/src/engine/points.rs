@@ -1,0 +1,220 @@
+//! Time and speed: advancing a node's clocks, and the points at which its
+//! running tasks' memory changes or their work ends.
+//!
+//! A node has at most one point event in the queue: its members' first
+//! point. When the node's speed changes, the members' points are re-timed in
+//! the node's own member list and only that one event moves. A point keeps
+//! the place in the event order it was timed at (as its own event used to),
+//! so points run in the same order as if each had its own event.
+//!
+//! Whatever moves a node's points marks the node (`points_moved`); the
+//! node's event is put right before the next event is taken (`settle_points`).
+
+use super::clock::Clocks;
+use super::node::Member;
+use super::queue::Event;
+use super::task::Phase;
+use super::Engine;
+use overbook_core::Time;
+use std::time::Duration;
+
+impl Engine<'_> {
+    /// Account time on `node` up to now: O(1), its tasks catch up on sync.
+    pub(super) fn advance(&mut self, node: u32) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        let dt = now.since(n.last);
+        if dt.is_zero() {
+            return;
+        }
+        n.last = now;
+        if std::env::var_os("TRACE").is_some() {
+            eprintln!(
+                "adv {} node={} last={:?} speed={} thr={} demand={}",
+                now.0, node, dt, n.speed, n.thrashing, n.demand
+            );
+        }
+        let secs = dt.as_secs_f64();
+        let rates = if n.thrashing {
+            self.counters.thrashing_node_seconds += secs;
+            self.model.fault_rates(n.demand, n.capacity)
+        } else {
+            (0.0, 0.0)
+        };
+        n.clocks.advance(dt, n.speed, n.thrashing, rates);
+        self.counters.busy_core_seconds += n.running_cpus * secs;
+    }
+
+    /// Bring a running task's progress and counters up to its node's clocks.
+    pub(super) fn sync(&mut self, slot: u32) {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Phase::Running { node } = task.phase {
+            self.nodes[node as usize].clocks.sync(task);
+        }
+    }
+
+    /// Recompute a node's demand-driven speed after its memory changed; when the
+    /// speed moves, every running task's next point moves with it. Returns
+    /// whether it did.
+    pub(super) fn recompute(&mut self, node: u32) -> bool {
+        let n = &mut self.nodes[node as usize];
+        let speed = self.model.speed(n.demand, n.capacity).clamp(1e-6, 1.0);
+        let was_thrashing = n.thrashing;
+        n.thrashing = n.demand > n.capacity;
+        let changed = (speed - n.speed).abs() > 1e-12;
+        n.speed = speed;
+        if changed {
+            let now = self.now;
+            let (clocks, speed) = (n.clocks, n.speed);
+            for m in n.members.iter_mut().filter(|m| m.running && m.target != Duration::MAX) {
+                m.seq = self.queue.stamp();
+                m.at = time_to(now, m, &clocks, speed);
+            }
+        }
+        if self.nodes[node as usize].thrashing && !was_thrashing {
+            self.wake(node, self.now);
+        }
+        self.reindex(node);
+        self.points_moved(node);
+        changed
+    }
+
+    /// Set a running task's next point (a memory change or its end) from its
+    /// progress; `time_point` then times it.
+    pub(super) fn target_point(&mut self, slot: u32, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if task.phase != (Phase::Running { node }) {
+            return;
+        }
+        n.clocks.sync(task);
+        let point = task.next_point();
+        let Some(m) = n.members.iter_mut().find(|m| m.slot == slot) else {
+            return;
+        };
+        m.unplan();
+        if let Some(point) = point {
+            task.target = point;
+            m.target =
+                n.clocks.work[m.lane as usize].saturating_add(point.saturating_sub(task.progress));
+        }
+        self.points_moved(node);
+    }
+
+    /// Time a task's point at the node's present speed.
+    pub(super) fn time_point(&mut self, slot: u32, node: u32) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        let Some(m) = n.members.iter_mut().find(|m| m.slot == slot) else {
+            return;
+        };
+        if !m.running || m.target == Duration::MAX {
+            return;
+        }
+        m.seq = self.queue.stamp();
+        m.at = time_to(now, m, &n.clocks, n.speed);
+        self.points_moved(node);
+    }
+
+    /// Plan a running task's next point and time it.
+    pub(super) fn plan_point(&mut self, slot: u32, node: u32) {
+        self.target_point(slot, node);
+        self.time_point(slot, node);
+    }
+
+    /// Something moved `node`'s points: put its event right before the next one is taken.
+    pub(super) fn points_moved(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        if !n.points_moved {
+            n.points_moved = true;
+            self.moved.push(node);
+        }
+    }
+
+    /// Put every marked node's point event right.
+    pub(super) fn settle_points(&mut self) {
+        while let Some(node) = self.moved.pop() {
+            self.nodes[node as usize].points_moved = false;
+            self.update_point(node);
+        }
+    }
+
+    /// Keep the node's one point event at its members' first point.
+    fn update_point(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        let first = n.first_point().map(|m| (m.at, m.seq));
+        if first != n.point {
+            n.point = first;
+            n.point_epoch = n.point_epoch.wrapping_add(1);
+            if let Some((at, seq)) = first {
+                self.queue.push_stamped(at, seq, Event::Point { node, epoch: n.point_epoch });
+            }
+        }
+    }
+
+    /// The node's first point is now: that member reaches it.
+    pub(super) fn on_point(&mut self, node: u32, epoch: u32) {
+        let n = &mut self.nodes[node as usize];
+        if n.point_epoch != epoch {
+            return;
+        }
+        n.point = None;
+        let slot = n.first_point().filter(|m| m.at <= self.now).map(|m| m.slot);
+        if let Some(slot) = slot {
+            if let Some(m) = n.member_mut(slot) {
+                m.unplan();
+            }
+            self.advance(node);
+            self.reach_point(slot, node);
+        }
+        self.points_moved(node);
+    }
+
+    fn reach_point(&mut self, slot: u32, node: u32) {
+        let n = &self.nodes[node as usize];
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if task.phase != (Phase::Running { node }) {
+            return;
+        }
+        n.clocks.sync(task);
+        // The point was timed for exactly this work offset at a speed that
+        // has not changed since (or it would have been re-timed): snap to it
+        // so rounding never leaves a task a nanosecond short forever.
+        task.progress = task.progress.max(task.target);
+        if std::env::var_os("TRACE").is_some() {
+            eprintln!(
+                "point {} node={} key={:?} prog={:?}",
+                self.now.0, node, task.spec.key, task.progress
+            );
+        }
+        if task.remaining().is_some_and(|r| r.is_zero()) {
+            self.complete(slot, node);
+        } else {
+            self.memory_may_have_changed(slot);
+        }
+    }
+
+    pub(super) fn wake(&mut self, node: u32, at: Time) {
+        let n = &mut self.nodes[node as usize];
+        if at < n.next_wake {
+            n.next_wake = at;
+            self.queue.push(at, Event::Wake { node });
+        }
+    }
+}
+
+/// When member `m` reaches its target at the node's `speed`, from `now`.
+fn time_to(now: Time, m: &Member, clocks: &Clocks, speed: f64) -> Time {
+    if m.target == Duration::MAX {
+        return Time::MAX;
+    }
+    let work = m.target.saturating_sub(clocks.work[m.lane as usize]);
+    let speed = m.lane.speed(speed);
+    now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12))
+}
