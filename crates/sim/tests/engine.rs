@@ -218,3 +218,26 @@ fn a_bad_trace_row_stops_the_run_with_its_error() {
     let err = engine.run("t", events, &mut ()).unwrap_err().to_string();
     assert!(err.contains("t.csv:7"), "{err}");
 }
+
+#[test]
+fn production_waits_for_a_node_that_can_guarantee_its_reservation() {
+    // Six 5 GiB production tasks on two 8 GiB nodes: one fits per node, the
+    // rest wait their turn instead of overfilling a node.
+    let events = (0..6)
+        .map(|i| task(i, Class::Production, 0, 100, MemProfile::flat(5 * GIB), 5 * GIB))
+        .collect();
+    let r = run(config(charon(), 2), events);
+    assert_eq!(r.counters.thrashing_node_seconds, 0.0);
+    assert!(r.outcomes.iter().all(|o| o.completed && o.kills == 0), "{:#?}", r.outcomes);
+    let mut starts: Vec<u64> =
+        r.outcomes.iter().filter_map(|o| o.first_start).map(|t| t.0 / 1_000_000).collect();
+    starts.sort_unstable();
+    assert_eq!(starts, vec![0, 0, 100, 100, 200, 200], "two at a time, first come first served");
+}
+
+#[test]
+fn production_larger_than_any_node_is_given_up_at_once() {
+    let events = vec![task(1, Class::Production, 0, 100, MemProfile::flat(9 * GIB), 9 * GIB)];
+    let r = run(config(charon(), 2), events);
+    assert!(r.outcomes.iter().all(|o| !o.completed && o.first_start.is_none()));
+}

@@ -69,7 +69,8 @@ pub trait Detector: fmt::Debug + Send {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum DetectorConfig {
-    /// Mercury: no oversubscription, so nothing to detect.
+    /// Mercury: no planned oversubscription; its user-space OOM killer acts
+    /// only when the node is out of memory.
     Static {},
     /// Kuber / kubelet eviction: available memory below `fraction` of capacity.
     Threshold {
@@ -143,8 +144,9 @@ impl DetectorConfig {
     /// node stays quiet after a preemption (one victim per window).
     pub fn window(&self) -> Duration {
         match *self {
-            DetectorConfig::Static {} => Duration::ZERO,
-            DetectorConfig::Threshold { .. } => Duration::from_secs(1),
+            // The node-level killers (Mercury's and Kuber's): one kill, then
+            // a second for its memory to come back before the next.
+            DetectorConfig::Static {} | DetectorConfig::Threshold { .. } => Duration::from_secs(1),
             DetectorConfig::ConstraintThrashing { tolerance, .. } => secs(tolerance),
             DetectorConfig::FaultRate { duration, .. } => secs(duration),
         }
@@ -172,7 +174,7 @@ impl DetectorConfig {
     /// out-of-range numbers make a useless detector, not a crash.
     pub fn build(&self) -> Box<dyn Detector> {
         match *self {
-            DetectorConfig::Static {} => Box::new(r#static::Static),
+            DetectorConfig::Static {} => Box::new(r#static::Static::default()),
             DetectorConfig::Threshold { fraction } => Box::new(threshold::Threshold::new(fraction)),
             DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
                 Box::new(constraint_thrashing::ConstraintThrashing::new(secs(tolerance), min_rate))

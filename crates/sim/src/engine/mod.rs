@@ -8,6 +8,7 @@
 //! what is evaluated is what is deployed.
 
 mod clock;
+mod guarantee;
 mod node;
 mod placement;
 mod points;
@@ -132,6 +133,12 @@ pub struct Engine<'m> {
     queue: EventQueue,
     nodes: Vec<Node>,
     placement: Placement,
+    /// Every node's production reservations, to find the node with the most
+    /// unreserved guaranteed memory (`guarantee.rs`).
+    guarantees: Placement,
+    /// Production and critical tasks waiting, first come first served, for a
+    /// node with room for their reservation.
+    waiting_for_guarantee: std::collections::VecDeque<u32>,
     /// Nodes whose point event needs putting right (`points.rs`).
     moved: Vec<u32>,
     slots: Vec<Option<Task>>,
@@ -177,10 +184,12 @@ impl<'m> Engine<'m> {
         };
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut keys = Vec::with_capacity(cfg.nodes);
+        let mut guarantee_keys = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
             let policy = NodePolicy::new(&cfg.policy, facilities).map_err(|e| e.under("policy"))?;
             let node = Node::new(cfg.node_memory, cfg.node_swap, policy);
             keys.push(node.placement_key(i as u32));
+            guarantee_keys.push(node.guarantee_key(i as u32));
             nodes.push(node);
         }
         let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
@@ -193,6 +202,8 @@ impl<'m> Engine<'m> {
             queue: EventQueue::default(),
             nodes,
             placement: Placement::new(keys),
+            guarantees: Placement::new(guarantee_keys),
+            waiting_for_guarantee: std::collections::VecDeque::new(),
             moved: Vec::new(),
             slots: Vec::new(),
             generations: Vec::new(),
@@ -356,6 +367,10 @@ impl<'m> Engine<'m> {
     // ---- placement and admission -----------------------------------------
 
     fn place(&mut self, slot: u32) {
+        if self.task(slot).is_some_and(|t| !t.spec.class.is_preemptible()) {
+            self.place_guaranteed(slot);
+            return;
+        }
         let Some((_, _, node)) = self.placement.first() else {
             return;
         };
@@ -441,9 +456,11 @@ impl<'m> Engine<'m> {
         n.demand = n.demand.saturating_sub(mem);
         n.remove_member(slot);
         n.policy.finished(id, job, peak, runtime);
+        self.release_guarantee(slot, node);
         self.retire(slot, true);
         self.recompute(node);
         self.step(node);
+        self.place_waiting_for_guarantee();
     }
 
     /// A task's profile or work changed (its work advanced to a change point,

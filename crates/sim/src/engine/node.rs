@@ -50,6 +50,9 @@ pub struct Node {
     pub demand: Bytes,
     /// Cores its running members use.
     pub running_cpus: f64,
+    /// Requests of the production and critical tasks placed here: the memory
+    /// the production scheduler guarantees them.
+    pub guaranteed: Bytes,
     /// Requests of the tasks queued here, so placement sees work on its way.
     pub queued_request: Bytes,
     pub queued: u32,
@@ -84,6 +87,7 @@ impl Node {
             members: Vec::new(),
             demand: 0,
             running_cpus: 0.0,
+            guaranteed: 0,
             queued_request: 0,
             queued: 0,
             speed: 1.0,
@@ -105,7 +109,8 @@ impl Node {
             available: self.capacity.saturating_sub(self.demand),
             swap_total: self.swap_total,
             swap_free: self.swap_total.saturating_sub(self.swap_used),
-            stall: None,
+            // Time its tasks ran slowed by thrashing: the simulator's PSI `some total`.
+            stall: Some(self.clocks.thrash),
         }
     }
 
@@ -115,6 +120,14 @@ impl Node {
         let load = self.demand.saturating_add(self.queued_request) as u128;
         let ppm = (load * 1_000_000 / (self.capacity.max(1) as u128)).min(u64::MAX as u128) as u64;
         (ppm, self.queued, index)
+    }
+
+    /// The guarantee key: production reservations in parts per million of
+    /// capacity, then index.
+    pub fn guarantee_key(&self, index: u32) -> (u64, u32, u32) {
+        let ppm = (self.guaranteed as u128 * 1_000_000 / (self.capacity.max(1) as u128))
+            .min(u64::MAX as u128) as u64;
+        (ppm, 0, index)
     }
 
     pub fn member_mut(&mut self, slot: u32) -> Option<&mut Member> {

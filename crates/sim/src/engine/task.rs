@@ -12,6 +12,9 @@ use std::time::Duration;
 pub enum Phase {
     /// Waiting for a retry after its node's queue refused it.
     Backoff,
+    /// A production or critical task waiting for a node with room for its
+    /// reservation (the production scheduler's own queue).
+    AwaitingGuarantee,
     /// In a node's launcher queue.
     Queued {
         node: u32,
