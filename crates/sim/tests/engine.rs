@@ -170,6 +170,8 @@ fn static_reservation_never_oversubscribes() {
         detector: DetectorConfig::Static {},
         launcher: overbook_core::launch::LaunchConfig {
             admission: AdmissionMode::Reserved,
+            // Room in the queue for every task, so none is refused.
+            queue_limit: 40,
             ..Default::default()
         },
         ..PolicyConfig::default()

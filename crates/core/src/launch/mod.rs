@@ -109,7 +109,7 @@ impl Default for LaunchConfig {
     fn default() -> LaunchConfig {
         LaunchConfig {
             admission: AdmissionMode::Snapshot,
-            queue_limit: 1000,
+            queue_limit: 10,
             retry_budget: 3,
             profile_history: 20,
             profile_jobs: 256,
