@@ -1,0 +1,38 @@
+//! overbook's kernel boundary: everything the agent asks of Linux about
+//! memory, and every action it takes on containers.
+//!
+//! Why a crate of its own: the policy core stays pure, and this crate is the
+//! one place that reads cgroupfs and procfs, makes syscalls, and knows the
+//! difference between cgroup v1 and v2. It is three layers:
+//!
+//! * [`parse`]: one type per kernel file, parsed from text, never touching
+//!   the system (tested on literal kernel text and fuzzed);
+//! * [`ContainerCgroups`] and [`ContainerControl`]: small traits in the
+//!   agent's terms (discover, counters, create, freeze, kill, protect), with
+//!   [`V1Cgroups`] and [`V2Cgroups`] implementing them;
+//! * [`HostSupport::probe`]: what this host can do, for `overbook check`.
+//!
+//! All `unsafe` lives in one private module (`sys`), for the one syscall no
+//! well-kept crate wraps (`process_mrelease`).
+
+mod cgroups;
+mod container;
+mod error;
+mod fsio;
+mod kill;
+pub mod parse;
+mod probe;
+mod sys;
+mod v1;
+mod v2;
+
+pub use cgroups::{ContainerCgroups, ContainerControl};
+pub use container::{
+    CgroupVersion, ContainerPath, InvalidContainerPath, KillMethod, KillReport, MemoryCounters,
+    Outcome, Protection, SwapPolicy,
+};
+pub use error::CgroupError;
+pub use parse::{Limit, Pid};
+pub use probe::{FreezerSupport, HostSupport, MemoryController};
+pub use v1::V1Cgroups;
+pub use v2::V2Cgroups;

@@ -1,0 +1,279 @@
+//! cgroup v1: the memory controller's hierarchy, mirrored in the freezer's.
+//!
+//! Why: many nodes still run v1 (this project's own host does). There,
+//! each controller has its own tree, so a container is one directory in the
+//! memory hierarchy and one of the same name in the freezer hierarchy; both
+//! are made, joined and removed together. v1 has no `cgroup.kill` and no
+//! per-cgroup PSI; a kill freezes the container, signals each member through
+//! a pidfd, reaps, and thaws.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
+use crate::container::{
+    done_or_return, CgroupVersion, ContainerPath, KillReport, MemoryCounters, Outcome, Protection,
+    SwapPolicy,
+};
+use crate::error::CgroupError;
+use crate::fsio;
+use crate::kill;
+use crate::parse::{
+    ByteCount, CgroupProcs, FreezerState, Limit, Mounts, Pid, ProcCgroup, V1MemoryStat,
+};
+
+/// Containers on cgroup v1, rooted at a directory of the memory hierarchy
+/// and, if there is a freezer, at a directory of the freezer hierarchy.
+#[derive(Debug, Clone)]
+pub struct V1Cgroups {
+    memory: PathBuf,
+    freezer: Option<PathBuf>,
+}
+
+impl V1Cgroups {
+    /// Containers under `memory_root` (a directory in the v1 memory
+    /// hierarchy) and `freezer_root` (the same place in the freezer's).
+    pub fn new(memory_root: PathBuf, freezer_root: Option<PathBuf>) -> Self {
+        Self { memory: memory_root, freezer: freezer_root }
+    }
+
+    /// Rooted at this process's own memory and freezer cgroups, found from
+    /// `/proc/self/mounts` and `/proc/self/cgroup`.
+    pub fn for_current_process() -> Result<Self, CgroupError> {
+        let mounts = read_proc("/proc/self/mounts", Mounts::parse)?;
+        let own = read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
+        let root_of = |controller: &str| -> Option<PathBuf> {
+            let mount = mounts.v1_controller(controller)?;
+            let path = own.v1_path(controller)?;
+            Some(mount.join(path.trim_start_matches('/')))
+        };
+        let memory = root_of("memory").ok_or_else(|| CgroupError::Unsupported {
+            what: "no cgroup v1 memory hierarchy is mounted".into(),
+        })?;
+        Ok(Self::new(memory, root_of("freezer")))
+    }
+
+    /// The container's directory in the memory hierarchy.
+    pub fn memory_dir(&self, container: &ContainerPath) -> PathBuf {
+        container.dir_under(&self.memory)
+    }
+
+    /// The container's directory in the freezer hierarchy, if there is one.
+    pub fn freezer_dir(&self, container: &ContainerPath) -> Option<PathBuf> {
+        self.freezer.as_deref().map(|f| container.dir_under(f))
+    }
+
+    fn require_freezer(&self, container: &ContainerPath) -> Result<PathBuf, CgroupError> {
+        self.freezer_dir(container).ok_or_else(|| CgroupError::Unsupported {
+            what: "freezing on cgroup v1 needs the freezer hierarchy, which is not mounted".into(),
+        })
+    }
+
+    fn set_state(
+        &self,
+        container: &ContainerPath,
+        want: FreezerState,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        let dir = self.require_freezer(container)?;
+        let file = dir.join(FreezerState::FILE);
+        done_or_return!(fsio::write(&file, want.v1_word())?);
+        let settled = done_or_return!(fsio::settle(within, || {
+            Ok(fsio::read_parsed(&file, FreezerState::parse)?.map(|s| s == want))
+        })?);
+        if !settled {
+            let what = if want == FreezerState::Frozen { "freezing" } else { "thawing" };
+            return Err(CgroupError::Timeout { path: dir, what, waited: within });
+        }
+        Ok(Outcome::Done(()))
+    }
+}
+
+pub(crate) fn read_proc<T>(
+    path: &str,
+    parse: impl FnOnce(&str) -> Result<T, crate::parse::ParseError>,
+) -> Result<T, CgroupError> {
+    let path = Path::new(path);
+    let text = std::fs::read_to_string(path).map_err(|source| CgroupError::Io {
+        op: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    fsio::parse_at(path, &text, parse)
+}
+
+impl ContainerCgroups for V1Cgroups {
+    fn version(&self) -> CgroupVersion {
+        CgroupVersion::V1
+    }
+
+    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
+        let names = done_or_return!(fsio::child_dirs(&self.memory_dir(parent))?);
+        let children = names.iter().map(|n| parent.child(n)).collect::<Result<_, _>>()?;
+        Ok(Outcome::Done(children))
+    }
+
+    fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
+        let dir = self.memory_dir(container);
+        let usage = done_or_return!(fsio::read_parsed(&dir.join("memory.usage_in_bytes"), |t| {
+            ByteCount::parse("memory.usage_in_bytes", t)
+        })?);
+        let stat =
+            done_or_return!(fsio::read_parsed(&dir.join("memory.stat"), V1MemoryStat::parse)?);
+        Ok(Outcome::Done(MemoryCounters {
+            usage: usage.0,
+            major_faults: stat.total_pgmajfault,
+            refault_anon: stat.total_workingset_refault_anon,
+            refault_file: stat.total_refault_file_any(),
+            swap: stat.total_swap,
+            pressure: None,
+        }))
+    }
+
+    fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
+        fsio::read_procs(&self.memory_dir(container))
+    }
+
+    fn create(
+        &self,
+        container: &ContainerPath,
+        limit: Option<Limit>,
+    ) -> Result<Outcome<()>, CgroupError> {
+        let memory = self.memory_dir(container);
+        done_or_return!(fsio::mkdir(&memory)?);
+        let made = (|| {
+            if let Some(limit) = limit {
+                let file = memory.join("memory.limit_in_bytes");
+                done_or_return!(fsio::write(&file, &limit.v1_text())?);
+            }
+            if let Some(freezer) = self.freezer_dir(container) {
+                match fsio::mkdir(&freezer) {
+                    // Left over from an earlier run: adopt it.
+                    Ok(_) | Err(CgroupError::Exists { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Outcome::Done(()))
+        })();
+        if !matches!(made, Ok(Outcome::Done(()))) {
+            let _ = fsio::rmdir(&memory);
+        }
+        made
+    }
+
+    fn remove(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
+        let freezer = match self.freezer_dir(container) {
+            Some(dir) => fsio::rmdir(&dir)?,
+            None => Outcome::Vanished,
+        };
+        let memory = fsio::rmdir(&self.memory_dir(container))?;
+        Ok(if memory.is_vanished() && freezer.is_vanished() {
+            Outcome::Vanished
+        } else {
+            Outcome::Done(())
+        })
+    }
+
+    fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
+        let mut dirs = vec![self.memory_dir(container)];
+        dirs.extend(self.freezer_dir(container));
+        for dir in dirs {
+            match fsio::write(&dir.join(CgroupProcs::FILE), &pid.to_string()) {
+                Ok(Outcome::Done(())) => {}
+                Ok(Outcome::Vanished) => return Ok(Outcome::Vanished),
+                Err(CgroupError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ESRCH) =>
+                {
+                    return Err(CgroupError::NoSuchProcess { pid })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Outcome::Done(()))
+    }
+}
+
+impl ContainerControl for V1Cgroups {
+    fn freezer_state(
+        &self,
+        container: &ContainerPath,
+    ) -> Result<Outcome<FreezerState>, CgroupError> {
+        let dir = self.require_freezer(container)?;
+        fsio::read_parsed(&dir.join(FreezerState::FILE), FreezerState::parse)
+    }
+
+    fn freeze(
+        &self,
+        container: &ContainerPath,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        self.set_state(container, FreezerState::Frozen, within)
+    }
+
+    fn thaw(
+        &self,
+        container: &ContainerPath,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        self.set_state(container, FreezerState::Thawed, within)
+    }
+
+    fn kill(&self, container: &ContainerPath) -> Result<Outcome<KillReport>, CgroupError> {
+        let frozen = match self.freezer {
+            Some(_) => match self.freeze(container, FREEZE_BEFORE_KILL) {
+                // Kill anyway: a member stuck in the kernel must not save the rest.
+                Ok(_) | Err(CgroupError::Timeout { .. }) => true,
+                Err(e) => return Err(e),
+            },
+            None => false,
+        };
+        // v1 frozen tasks do not die until thawed, but SIGKILL marks them as
+        // exiting at once, so their memory can be reaped while they are frozen.
+        let report = kill::kill_members(&self.memory_dir(container), None);
+        if frozen {
+            if let (Err(e), Ok(_)) = (self.thaw(container, FREEZE_BEFORE_KILL), &report) {
+                return Err(e);
+            }
+        }
+        report
+    }
+
+    fn protect(
+        &self,
+        container: &ContainerPath,
+        protection: &Protection,
+    ) -> Result<Outcome<()>, CgroupError> {
+        let unsupported = |what: &str| CgroupError::Unsupported {
+            what: format!("{what} has no cgroup v1 equivalent"),
+        };
+        if protection.min.is_some() {
+            return Err(unsupported("memory.min"));
+        }
+        if protection.high.is_some() {
+            return Err(unsupported("memory.high"));
+        }
+        let swappiness = match protection.swap {
+            None => None,
+            Some(SwapPolicy::Never) => Some(0),
+            Some(SwapPolicy::Swappiness(s)) => Some(s),
+            Some(SwapPolicy::Limit(_)) => {
+                return Err(unsupported("a swap limit (memory.swap.max)"))
+            }
+        };
+        let dir = self.memory_dir(container);
+        let mut writes: Vec<(&str, String)> = Vec::new();
+        if let Some(low) = protection.low {
+            writes.push(("memory.soft_limit_in_bytes", low.v1_text()));
+        }
+        if let Some(max) = protection.max {
+            writes.push(("memory.limit_in_bytes", max.v1_text()));
+        }
+        if let Some(s) = swappiness {
+            writes.push(("memory.swappiness", s.to_string()));
+        }
+        for (file, value) in writes {
+            done_or_return!(fsio::write(&dir.join(file), &value)?);
+        }
+        Ok(Outcome::Done(()))
+    }
+}

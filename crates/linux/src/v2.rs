@@ -1,0 +1,276 @@
+//! cgroup v2: one unified hierarchy with every controller.
+//!
+//! Why: v2 is the primary target; it has what the fast path needs:
+//! per-cgroup PSI (`memory.pressure`), `cgroup.kill`, `cgroup.freeze`, and
+//! real protection (`memory.min/low/high`, `memory.swap.max`). A container is
+//! one directory; its parent must delegate the memory controller to it
+//! (`+memory` in the parent's `cgroup.subtree_control`), which `create` does.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
+use crate::container::{
+    done_or_return, CgroupVersion, ContainerPath, KillReport, MemoryCounters, Outcome, Protection,
+    SwapPolicy,
+};
+use crate::error::CgroupError;
+use crate::fsio;
+use crate::kill;
+use crate::parse::{
+    ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemoryStat, Mounts, Pid, Pressure,
+    ProcCgroup,
+};
+use crate::v1::read_proc;
+
+/// Containers on cgroup v2, rooted at a directory of the unified hierarchy.
+#[derive(Debug, Clone)]
+pub struct V2Cgroups {
+    root: PathBuf,
+}
+
+impl V2Cgroups {
+    /// Containers under `root`, a directory in the unified hierarchy.
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    /// Rooted at this process's own v2 cgroup, found from `/proc/self/mounts`
+    /// and `/proc/self/cgroup`.
+    pub fn for_current_process() -> Result<Self, CgroupError> {
+        let mounts = read_proc("/proc/self/mounts", Mounts::parse)?;
+        let own = read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
+        let (Some(mount), Some(path)) = (mounts.v2(), own.unified_path()) else {
+            return Err(CgroupError::Unsupported {
+                what: "no cgroup v2 hierarchy is mounted".into(),
+            });
+        };
+        Ok(Self::new(mount.join(path.trim_start_matches('/'))))
+    }
+
+    /// The container's directory.
+    pub fn dir(&self, container: &ContainerPath) -> PathBuf {
+        container.dir_under(&self.root)
+    }
+
+    /// Makes sure the parent of `container` delegates the memory controller.
+    fn delegate_memory(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
+        let Some(parent) = container.parent() else {
+            return Ok(Outcome::Done(()));
+        };
+        let file = self.dir(&parent).join("cgroup.subtree_control");
+        let enabled = done_or_return!(fsio::read(&file)?);
+        if enabled.split_whitespace().any(|c| c == "memory") {
+            return Ok(Outcome::Done(()));
+        }
+        fsio::write(&file, "+memory")
+    }
+
+    fn set_frozen(
+        &self,
+        container: &ContainerPath,
+        frozen: bool,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        let dir = self.dir(container);
+        let request = dir.join("cgroup.freeze");
+        match fsio::write(&request, if frozen { "1" } else { "0" }) {
+            Ok(o) => done_or_return!(o),
+            Err(CgroupError::NoSuchFile { .. }) => {
+                return Err(CgroupError::Unsupported {
+                    what: "cgroup.freeze (needs Linux 5.2 or later)".into(),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+        let events = dir.join(CgroupEvents::FILE);
+        let settled = done_or_return!(fsio::settle(within, || {
+            Ok(fsio::read_parsed(&events, CgroupEvents::parse)?
+                .map(|e| e.frozen.unwrap_or(false) == frozen))
+        })?);
+        if !settled {
+            let what = if frozen { "freezing" } else { "thawing" };
+            return Err(CgroupError::Timeout { path: dir, what, waited: within });
+        }
+        Ok(Outcome::Done(()))
+    }
+}
+
+impl ContainerCgroups for V2Cgroups {
+    fn version(&self) -> CgroupVersion {
+        CgroupVersion::V2
+    }
+
+    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
+        let names = done_or_return!(fsio::child_dirs(&self.dir(parent))?);
+        let children = names.iter().map(|n| parent.child(n)).collect::<Result<_, _>>()?;
+        Ok(Outcome::Done(children))
+    }
+
+    fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
+        let dir = self.dir(container);
+        let usage = done_or_return!(fsio::read_parsed(&dir.join("memory.current"), |t| {
+            ByteCount::parse("memory.current", t)
+        })?);
+        let stat =
+            done_or_return!(fsio::read_parsed(&dir.join(MemoryStat::FILE), MemoryStat::parse)?);
+        let swap =
+            done_or_return!(fsio::read_parsed_optional(&dir.join("memory.swap.current"), |t| {
+                ByteCount::parse("memory.swap.current", t)
+            })?);
+        // PSI may be compiled in but off (`psi=0`): reading then fails with
+        // EOPNOTSUPP, which is "no pressure figures", not an error.
+        let pressure =
+            match fsio::read_parsed_optional(&dir.join(Pressure::CGROUP_FILE), Pressure::parse) {
+                Ok(o) => done_or_return!(o),
+                Err(CgroupError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
+                {
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+        Ok(Outcome::Done(MemoryCounters {
+            usage: usage.0,
+            major_faults: stat.pgmajfault,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.refault_file_any(),
+            swap: swap.map(|s| s.0),
+            pressure,
+        }))
+    }
+
+    fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
+        fsio::read_procs(&self.dir(container))
+    }
+
+    fn create(
+        &self,
+        container: &ContainerPath,
+        limit: Option<Limit>,
+    ) -> Result<Outcome<()>, CgroupError> {
+        done_or_return!(self.delegate_memory(container)?);
+        let dir = self.dir(container);
+        done_or_return!(fsio::mkdir(&dir)?);
+        if let Some(limit) = limit {
+            let set = fsio::write(&dir.join("memory.max"), &limit.to_string());
+            if !matches!(set, Ok(Outcome::Done(()))) {
+                let _ = fsio::rmdir(&dir);
+            }
+            done_or_return!(set?);
+        }
+        Ok(Outcome::Done(()))
+    }
+
+    fn remove(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
+        fsio::rmdir(&self.dir(container))
+    }
+
+    fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
+        match fsio::write(&self.dir(container).join(CgroupProcs::FILE), &pid.to_string()) {
+            Err(CgroupError::Io { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {
+                Err(CgroupError::NoSuchProcess { pid })
+            }
+            other => other,
+        }
+    }
+}
+
+impl ContainerControl for V2Cgroups {
+    fn freezer_state(
+        &self,
+        container: &ContainerPath,
+    ) -> Result<Outcome<FreezerState>, CgroupError> {
+        let dir = self.dir(container);
+        let requested = done_or_return!(fsio::read(&dir.join("cgroup.freeze"))?).trim() == "1";
+        let events =
+            done_or_return!(fsio::read_parsed(&dir.join(CgroupEvents::FILE), CgroupEvents::parse)?);
+        Ok(Outcome::Done(match (requested, events.frozen.unwrap_or(false)) {
+            // Frozen because an ancestor is: frozen all the same.
+            (_, true) => FreezerState::Frozen,
+            (true, false) => FreezerState::Freezing,
+            (false, false) => FreezerState::Thawed,
+        }))
+    }
+
+    fn freeze(
+        &self,
+        container: &ContainerPath,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        self.set_frozen(container, true, within)
+    }
+
+    fn thaw(
+        &self,
+        container: &ContainerPath,
+        within: Duration,
+    ) -> Result<Outcome<()>, CgroupError> {
+        self.set_frozen(container, false, within)
+    }
+
+    fn kill(&self, container: &ContainerPath) -> Result<Outcome<KillReport>, CgroupError> {
+        let dir = self.dir(container);
+        let cgroup_kill = dir.join("cgroup.kill");
+        if cgroup_kill.exists() {
+            return kill::kill_members(&dir, Some(&cgroup_kill));
+        }
+        // Before 5.14: freeze so no member forks away, signal, thaw (v2
+        // frozen tasks do die of SIGKILL, but the cgroup must not stay frozen).
+        let frozen = match self.freeze(container, FREEZE_BEFORE_KILL) {
+            Ok(_) | Err(CgroupError::Timeout { .. }) => true,
+            Err(CgroupError::Unsupported { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        let report = kill::kill_members(&dir, None);
+        if frozen {
+            if let (Err(e), Ok(_)) = (self.thaw(container, FREEZE_BEFORE_KILL), &report) {
+                return Err(e);
+            }
+        }
+        report
+    }
+
+    fn protect(
+        &self,
+        container: &ContainerPath,
+        protection: &Protection,
+    ) -> Result<Outcome<()>, CgroupError> {
+        let swap = match protection.swap {
+            None => None,
+            Some(SwapPolicy::Never) => Some(Limit::Bytes(0)),
+            Some(SwapPolicy::Limit(l)) => Some(l),
+            Some(SwapPolicy::Swappiness(_)) => {
+                return Err(CgroupError::Unsupported {
+                    what: "per-cgroup swappiness does not exist on cgroup v2; use a swap limit"
+                        .into(),
+                })
+            }
+        };
+        let dir = self.dir(container);
+        let knobs = [
+            ("memory.min", protection.min),
+            ("memory.low", protection.low),
+            ("memory.high", protection.high),
+            ("memory.max", protection.max),
+            ("memory.swap.max", swap),
+        ];
+        // Check every file first, so a missing one (no swap accounting, an old
+        // kernel) leaves the container as it was.
+        if !dir.is_dir() {
+            return Ok(Outcome::Vanished);
+        }
+        for (file, value) in knobs {
+            let path = dir.join(file);
+            if value.is_some() && !path.exists() {
+                return Err(CgroupError::NoSuchFile { path });
+            }
+        }
+        for (file, value) in knobs {
+            if let Some(value) = value {
+                done_or_return!(fsio::write(&dir.join(file), &value.to_string())?);
+            }
+        }
+        Ok(Outcome::Done(()))
+    }
+}
