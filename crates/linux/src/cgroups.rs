@@ -7,6 +7,7 @@
 //! so an observer can be handed only the first. Every operation on a
 //! container may find it gone: that is [`Outcome::Vanished`], not an error.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::container::{
@@ -44,6 +45,16 @@ pub trait ContainerCgroups {
 
     /// Moves a process (with all its threads) into a container.
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError>;
+
+    /// A container's memory limit (`Unlimited` when none is set).
+    fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError>;
+
+    /// The files a process writes its own pid to (`echo $$ > f`) to join the
+    /// container in every hierarchy: one on v2, memory and freezer on v1.
+    /// Why: a command must be inside its container before it `exec`s, or it
+    /// could allocate outside it; a shell writing `$$` does that without
+    /// `unsafe` code between `fork` and `exec`.
+    fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf>;
 }
 
 /// Preempting and protecting containers.
@@ -71,6 +82,12 @@ pub trait ContainerControl {
     /// and reaped; members may still be exiting. A frozen container is left
     /// thawed, so its members can die.
     fn kill(&self, container: &ContainerPath) -> Result<Outcome<KillReport>, CgroupError>;
+
+    /// Drops the page cache still charged to a container with no process
+    /// left (v1 `memory.force_empty`, v2 `memory.reclaim`), so that memory
+    /// nobody uses stops hiding as "used" from the launcher. What the kernel
+    /// cannot drop stays; a container with members is refused (`Busy`).
+    fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError>;
 
     /// Sets memory protection and limits. Knobs the version lacks are refused
     /// before anything is written.

@@ -192,6 +192,10 @@ pub struct MemoryCounters {
     pub refault_file: Option<u64>,
     /// Swap used, bytes; `None` without swap accounting.
     pub swap: Option<u64>,
+    /// Page cache on the inactive file LRU, bytes: what the kernel drops
+    /// first, without swap (`usage - inactive_file` is the kubelet's
+    /// "working set").
+    pub inactive_file: u64,
     /// The container's own memory PSI; `None` on v1 or with PSI off.
     pub pressure: Option<Pressure>,
 }

@@ -19,7 +19,9 @@ mod cgroups;
 mod container;
 mod error;
 mod fsio;
+pub mod host;
 mod kill;
+mod node;
 pub mod parse;
 mod probe;
 mod sys;
@@ -32,6 +34,7 @@ pub use container::{
     Outcome, Protection, SwapPolicy,
 };
 pub use error::CgroupError;
+pub use node::{host_cgroups, own_memory_cgroup, NodeCgroups};
 pub use parse::{Limit, Pid};
 pub use probe::{FreezerSupport, HostSupport, MemoryController};
 pub use v1::V1Cgroups;

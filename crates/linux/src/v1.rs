@@ -126,6 +126,7 @@ impl ContainerCgroups for V1Cgroups {
             refault_anon: stat.total_workingset_refault_anon,
             refault_file: stat.total_refault_file_any(),
             swap: stat.total_swap,
+            inactive_file: stat.total_inactive_file,
             pressure: None,
         }))
     }
@@ -147,6 +148,15 @@ impl ContainerCgroups for V1Cgroups {
                 done_or_return!(fsio::write(&file, &limit.v1_text())?);
             }
             if let Some(freezer) = self.freezer_dir(container) {
+                // The freezer hierarchy mirrors the memory one; the
+                // container's ancestors may exist only in the latter.
+                if let Some(parent) = freezer.parent().filter(|p| !p.is_dir()) {
+                    std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
+                        op: "mkdir",
+                        path: parent.to_path_buf(),
+                        source,
+                    })?;
+                }
                 match fsio::mkdir(&freezer) {
                     // Left over from an earlier run: adopt it.
                     Ok(_) | Err(CgroupError::Exists { .. }) => {}
@@ -191,7 +201,31 @@ impl ContainerCgroups for V1Cgroups {
         }
         Ok(Outcome::Done(()))
     }
+
+    fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError> {
+        let file = self.memory_dir(container).join("memory.limit_in_bytes");
+        let bytes = done_or_return!(fsio::read_parsed(&file, |t| ByteCount::parse(
+            "memory.limit_in_bytes",
+            t
+        ))?);
+        // v1 shows "no limit" as the page counter's maximum, rounded to a page.
+        Ok(Outcome::Done(if bytes.0 >= V1_UNLIMITED {
+            Limit::Unlimited
+        } else {
+            Limit::Bytes(bytes.0)
+        }))
+    }
+
+    fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
+        let mut files = vec![self.memory_dir(container).join(CgroupProcs::FILE)];
+        files.extend(self.freezer_dir(container).map(|d| d.join(CgroupProcs::FILE)));
+        files
+    }
 }
+
+/// Any v1 limit at or above this is the kernel's "unlimited"
+/// (`PAGE_COUNTER_MAX` pages, 2^63 - 4096 bytes on 4 KiB pages).
+const V1_UNLIMITED: u64 = 1 << 62;
 
 impl ContainerControl for V1Cgroups {
     fn freezer_state(
@@ -236,6 +270,20 @@ impl ContainerControl for V1Cgroups {
             }
         }
         report
+    }
+
+    fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
+        let dir = self.memory_dir(container);
+        if !done_or_return!(fsio::read_procs(&dir)?).is_empty() {
+            return Err(CgroupError::Busy { path: dir });
+        }
+        match fsio::write(&dir.join("memory.force_empty"), "0") {
+            // A member arrived meanwhile, or pages could not all be dropped.
+            Err(CgroupError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
+                Err(CgroupError::Busy { path: dir })
+            }
+            other => other,
+        }
     }
 
     fn protect(

@@ -136,6 +136,7 @@ impl ContainerCgroups for V2Cgroups {
             refault_anon: stat.workingset_refault_anon,
             refault_file: stat.refault_file_any(),
             swap: swap.map(|s| s.0),
+            inactive_file: stat.inactive_file,
             pressure,
         }))
     }
@@ -173,6 +174,16 @@ impl ContainerCgroups for V2Cgroups {
             }
             other => other,
         }
+    }
+
+    fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError> {
+        fsio::read_parsed(&self.dir(container).join("memory.max"), |t| {
+            Limit::parse("memory.max", t)
+        })
+    }
+
+    fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
+        vec![self.dir(container).join(CgroupProcs::FILE)]
     }
 }
 
@@ -229,6 +240,26 @@ impl ContainerControl for V2Cgroups {
             }
         }
         report
+    }
+
+    fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
+        let dir = self.dir(container);
+        if !done_or_return!(fsio::read_procs(&dir)?).is_empty() {
+            return Err(CgroupError::Busy { path: dir });
+        }
+        let usage = done_or_return!(fsio::read_parsed(&dir.join("memory.current"), |t| {
+            ByteCount::parse("memory.current", t)
+        })?);
+        match fsio::write(&dir.join("memory.reclaim"), &usage.0.to_string()) {
+            // Reclaimed less than asked: what is left is not droppable.
+            Err(CgroupError::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {
+                Ok(Outcome::Done(()))
+            }
+            Err(CgroupError::NoSuchFile { .. }) => Err(CgroupError::Unsupported {
+                what: "memory.reclaim (needs Linux 5.19 or later)".into(),
+            }),
+            other => other,
+        }
     }
 
     fn protect(

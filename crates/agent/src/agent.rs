@@ -1,0 +1,400 @@
+//! One node's agent: observations in, the core policy decides, the agent
+//! executes on the kernel and records every decision with its evidence.
+//!
+//! Why time comes in as an argument: [`Agent::tick`] is the whole loop body,
+//! so tests drive it step by step on real cgroups, and the daemon
+//! ([`crate::daemon`]) only adds the waiting.
+
+use crate::config::AgentConfig;
+use crate::events::{Event, EventLog};
+use crate::node::{NodeSample, NodeView};
+use overbook_core::config::ConfigError;
+use overbook_core::launch::TaskRequest;
+use overbook_core::policy::{NodeFacilities, NodePolicy};
+use overbook_core::preempt::StoreBandwidth;
+use overbook_core::{Action, ContainerId, Evidence, JobId, Observation, Preemption, Time};
+use overbook_linux::{
+    CgroupError, ContainerCgroups, ContainerControl, ContainerPath, InvalidContainerPath, Outcome,
+};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long a freeze or thaw may take before it counts as failed.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Why the agent could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("policy: {0}")]
+    Policy(#[from] ConfigError),
+    #[error("node.root: {0}")]
+    Root(#[from] InvalidContainerPath),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+}
+
+/// What one tick did, for the daemon and for tests.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tick {
+    /// Containers preempted, with how.
+    pub preempted: Vec<(ContainerPath, Preemption)>,
+    /// Containers resumed.
+    pub resumed: Vec<ContainerPath>,
+    /// When the policy wants to look again even if nothing changes.
+    pub wake_at: Option<Time>,
+}
+
+/// A container as `overbook status` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContainerStatus {
+    pub name: String,
+    pub class: String,
+    pub usage: u64,
+    pub swap: Option<u64>,
+    pub major_faults_per_s: f64,
+    pub refaults_per_s: f64,
+    /// Per-cgroup PSI `some avg10` (v2 only).
+    pub pressure_some_avg10: Option<f64>,
+    pub processes: usize,
+    pub state: String,
+}
+
+/// The node as `overbook status` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NodeStatus {
+    pub root: String,
+    pub capacity: u64,
+    pub available: u64,
+    pub swap_total: u64,
+    pub swap_free: u64,
+    pub containers: Vec<ContainerStatus>,
+    pub preemptions: u64,
+    pub resumes: u64,
+}
+
+/// The agent of one node.
+#[derive(Debug)]
+pub struct Agent<C> {
+    view: NodeView<C>,
+    policy: NodePolicy,
+    log: EventLog,
+    /// Containers this agent froze (or found frozen), waiting to resume.
+    suspended: BTreeMap<ContainerId, ContainerPath>,
+    sample: NodeSample,
+    actions: Vec<Action>,
+    preemptions: u64,
+    resumes: u64,
+}
+
+impl<C> Agent<C> {
+    pub fn events(&self) -> &EventLog {
+        &self.log
+    }
+
+    pub fn view(&self) -> &NodeView<C> {
+        &self.view
+    }
+}
+
+impl<C: ContainerCgroups + ContainerControl> Agent<C> {
+    /// An agent over the containers under `config.root` in `cgroups`.
+    pub fn new(config: &AgentConfig, cgroups: C, log: EventLog) -> Result<Self, AgentError> {
+        // Checkpointing comes with the CRIU preemptor; until then an
+        // `adaptive` preemptor here chooses between kill and nothing else.
+        let facilities = NodeFacilities {
+            // Unused while checkpoints cannot be taken; measured with CRIU later.
+            store: StoreBandwidth { write: 1.0, read: 1.0, net: 1.0 },
+            can_checkpoint: false,
+            can_incremental: false,
+        };
+        let policy = NodePolicy::new(&config.policy, facilities)?;
+        let root = ContainerPath::new(&config.root)?;
+        let view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
+        Ok(Agent {
+            view,
+            policy,
+            log,
+            suspended: BTreeMap::new(),
+            sample: NodeSample::default(),
+            actions: Vec::new(),
+            preemptions: 0,
+            resumes: 0,
+        })
+    }
+
+    /// One pass of the loop at time `now` (since the agent started).
+    pub fn tick(&mut self, now: Time) -> Result<Tick, AgentError> {
+        let mut tick = Tick::default();
+        self.sample = self.view.sample(now)?;
+        self.note_arrivals_and_departures(now);
+        self.actions.clear();
+        let obs = Observation { now, node: self.sample.node, containers: &self.sample.containers };
+        let decided = Instant::now();
+        tick.wake_at = self.policy.step(&obs, Duration::ZERO, &mut self.actions);
+        let actions = std::mem::take(&mut self.actions);
+        for action in &actions {
+            self.execute(now, action, decided, &mut tick);
+        }
+        self.actions = actions;
+        Ok(tick)
+    }
+
+    /// The node and its containers as last sampled.
+    pub fn status(&self) -> NodeStatus {
+        let node = &self.sample.node;
+        NodeStatus {
+            root: self.view.root().to_string(),
+            capacity: node.capacity,
+            available: node.available,
+            swap_total: node.swap_total,
+            swap_free: node.swap_free,
+            containers: self
+                .view
+                .containers()
+                .map(|k| ContainerStatus {
+                    name: k.path.name().to_string(),
+                    class: k.class.to_string(),
+                    usage: k.counters.usage,
+                    swap: k.counters.swap,
+                    major_faults_per_s: k.major_rate,
+                    refaults_per_s: k.refault_rate,
+                    pressure_some_avg10: k.counters.pressure.map(|p| p.some.avg10),
+                    processes: k.members,
+                    state: if k.members == 0 {
+                        "empty"
+                    } else if k.frozen {
+                        "frozen"
+                    } else {
+                        "running"
+                    }
+                    .to_string(),
+                })
+                .collect(),
+            preemptions: self.preemptions,
+            resumes: self.resumes,
+        }
+    }
+
+    fn record(
+        &mut self,
+        now: Time,
+        kind: &str,
+        container: Option<&ContainerPath>,
+        detail: serde_json::Value,
+    ) {
+        let event = Event {
+            at: now.as_secs_f64(),
+            kind: kind.to_string(),
+            container: container.map(|c| c.to_string()),
+            detail,
+        };
+        // A log that cannot be written must not stop the agent; the event
+        // stays in memory and the failure itself is kept.
+        if let Err(problem) = self.log.record(event) {
+            let _ = self.log.record(Event {
+                at: now.as_secs_f64(),
+                kind: "log-failed".into(),
+                container: None,
+                detail: json!({ "problem": problem }),
+            });
+        }
+    }
+
+    fn note_arrivals_and_departures(&mut self, now: Time) {
+        for (id, path) in std::mem::take(&mut self.sample.gone) {
+            self.policy.departed(id);
+            self.suspended.remove(&id);
+            self.record(now, "gone", Some(&path), json!({ "id": id.0 }));
+        }
+        for id in std::mem::take(&mut self.sample.emptied) {
+            let Some(k) = self.view.by_id(id) else { continue };
+            let path = k.path.clone();
+            let before = k.counters.usage;
+            let detail = match self.view.cgroups().release_empty(&path) {
+                Ok(_) => json!({ "usage_before": before }),
+                Err(e) => json!({ "usage_before": before, "error": e.to_string() }),
+            };
+            self.record(now, "released", Some(&path), detail);
+        }
+        for id in std::mem::take(&mut self.sample.appeared) {
+            let Some(k) = self.view.by_id(id) else { continue };
+            let (path, class, frozen, usage) =
+                (k.path.clone(), k.class, k.frozen, k.counters.usage);
+            self.record(
+                now,
+                "found",
+                Some(&path),
+                json!({ "id": id.0, "class": class.as_str(), "frozen": frozen, "usage": usage }),
+            );
+            // Frozen by an earlier agent (or anyone): it waits to resume like
+            // any preempted task, so nothing stays frozen forever.
+            if frozen && class.is_preemptible() {
+                let task =
+                    TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
+                self.policy.suspended(now, task, usage);
+                self.suspended.insert(id, path);
+            }
+        }
+    }
+
+    fn execute(&mut self, now: Time, action: &Action, decided: Instant, tick: &mut Tick) {
+        match action {
+            Action::Preempt { id, how, evidence } => {
+                self.preempt(now, *id, *how, evidence, decided, tick)
+            }
+            Action::Resume { id, site } => self.resume(now, *id, *site, tick),
+            other => {
+                let what = format!("{other:?}");
+                self.record(now, "not-supported", None, json!({ "action": what }));
+            }
+        }
+    }
+
+    fn preempt(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        how: Preemption,
+        evidence: &Evidence,
+        decided: Instant,
+        tick: &mut Tick,
+    ) {
+        let Some(victim) = self.view.by_id(id) else { return };
+        let (path, class, usage) = (victim.path.clone(), victim.class, victim.counters.usage);
+        let evidence = self.evidence_json(evidence);
+        // The core never picks a protected class; this guard makes sure no
+        // bug anywhere can turn that into a kill.
+        if !class.is_preemptible() {
+            self.record(
+                now,
+                "preempt-refused",
+                Some(&path),
+                json!({ "class": class.as_str(), "how": how.as_str(), "evidence": evidence }),
+            );
+            return;
+        }
+        let (done, fallback) = match how {
+            Preemption::Kill => (Preemption::Kill, None),
+            Preemption::Freeze | Preemption::FreezeAndSwapOut => (how, None),
+            // No CRIU in this agent yet: the task's memory must still come back.
+            Preemption::Checkpoint { .. } => {
+                (Preemption::Kill, Some("checkpointing is not available; killed instead"))
+            }
+        };
+        let issued = Instant::now();
+        let result = match done {
+            Preemption::Kill => {
+                self.view.cgroups().kill(&path).map(|o| o.map(|r| json!(r_json(&r))))
+            }
+            _ => self.view.cgroups().freeze(&path, SETTLE).map(|o| o.map(|()| json!({}))),
+        };
+        let finished = Instant::now();
+        let timings = json!({
+            "decision_to_issue_us": issued.duration_since(decided).as_micros() as u64,
+            "action_us": finished.duration_since(issued).as_micros() as u64,
+        });
+        match result {
+            Ok(Outcome::Done(report)) => {
+                self.preemptions += 1;
+                if done == Preemption::Kill {
+                    self.policy.departed(id);
+                } else {
+                    self.view.set_frozen(id, true);
+                    let task =
+                        TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
+                    self.policy.suspended(now, task, usage);
+                    self.suspended.insert(id, path.clone());
+                }
+                tick.preempted.push((path.clone(), done));
+                let mut detail = json!({
+                    "how": done.as_str(),
+                    "usage": usage,
+                    "evidence": evidence,
+                    "timings": timings,
+                    "report": report,
+                });
+                if let Some(why) = fallback {
+                    detail["fallback"] = json!(why);
+                }
+                self.record(now, "preempted", Some(&path), detail);
+            }
+            Ok(Outcome::Vanished) => {
+                self.record(
+                    now,
+                    "preempt-vanished",
+                    Some(&path),
+                    json!({ "how": done.as_str(), "evidence": evidence }),
+                );
+            }
+            Err(e) => {
+                self.record(
+                    now,
+                    "preempt-failed",
+                    Some(&path),
+                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence }),
+                );
+            }
+        }
+    }
+
+    fn resume(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        site: overbook_core::ResumeSite,
+        tick: &mut Tick,
+    ) {
+        let Some(path) = self.suspended.remove(&id) else {
+            let what = format!("resume {id} ({site:?}) of a task this agent did not suspend");
+            self.record(now, "not-supported", None, json!({ "action": what }));
+            return;
+        };
+        match self.view.cgroups().thaw(&path, SETTLE) {
+            Ok(Outcome::Done(())) => {
+                self.resumes += 1;
+                self.view.set_frozen(id, false);
+                tick.resumed.push(path.clone());
+                self.record(now, "resumed", Some(&path), json!({ "site": "local" }));
+            }
+            Ok(Outcome::Vanished) => {
+                self.record(now, "resume-vanished", Some(&path), json!({}));
+            }
+            Err(e) => {
+                // Keep it queued: a thaw that failed is retried, never forgotten.
+                let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
+                let class =
+                    self.view.by_id(id).map_or(overbook_core::Class::BestEffort, |k| k.class);
+                let task =
+                    TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
+                self.policy.suspended(now, task, usage);
+                self.suspended.insert(id, path.clone());
+                self.record(now, "resume-failed", Some(&path), json!({ "error": e.to_string() }));
+            }
+        }
+    }
+
+    /// The evidence with container names instead of ids.
+    fn evidence_json(&self, e: &Evidence) -> serde_json::Value {
+        let name = |id: &ContainerId| {
+            self.view.by_id(*id).map_or_else(|| id.to_string(), |k| k.path.name().to_string())
+        };
+        json!({
+            "detector": e.detector,
+            "reason": e.reason,
+            "thrashing": e.thrashing.iter().map(name).collect::<Vec<_>>(),
+            "lasted_s": e.lasted.as_secs_f64(),
+            "candidates": e.candidates.iter().map(|(id, score)| json!({ "container": name(id), "score": score })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn r_json(r: &overbook_linux::KillReport) -> serde_json::Value {
+    json!({
+        "method": format!("{:?}", r.method),
+        "signalled": r.signalled,
+        "reaped": r.reaped,
+        "not_reaped": r.not_reaped,
+    })
+}

@@ -1,0 +1,281 @@
+//! The agent's configuration: TOML read into a raw form, then checked once
+//! into [`AgentConfig`]; every problem is refused with the dotted key it sits
+//! at (`policy.detector.tolerance: -1 is outside (0, 600]`), never defaulted
+//! silently.
+
+use crate::classes::{ClassRule, ClassRules};
+use overbook_core::config::{ConfigError, PolicyConfig};
+use overbook_core::Class;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration that could not be read or cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentConfigError {
+    #[error("{path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{origin}: {key}: {problem}")]
+    Invalid { origin: String, key: String, problem: String },
+}
+
+/// The checked configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentConfig {
+    /// The cgroup (relative to the memory hierarchy's mount, or to the
+    /// unified mount on v2) whose children are the node's containers.
+    pub root: String,
+    /// The node's memory: `None` means the root cgroup's limit, or the
+    /// machine's memory when the root has none.
+    pub capacity: Option<u64>,
+    /// How often the agent samples every container.
+    pub sample_period: Duration,
+    /// Where the decision log (JSON lines) goes; `None` keeps it in memory only.
+    pub event_log: Option<PathBuf>,
+    /// Which container is of which class; unmatched ones are `default_class`.
+    pub classes: ClassRules,
+    pub policy: PolicyConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            root: "overbook".into(),
+            capacity: None,
+            sample_period: Duration::from_millis(100),
+            event_log: None,
+            classes: ClassRules::default(),
+            policy: PolicyConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    node: RawNode,
+    #[serde(default)]
+    agent: RawAgent,
+    #[serde(default)]
+    classes: Vec<RawClassRule>,
+    #[serde(default)]
+    default_class: Option<String>,
+    #[serde(default)]
+    policy: PolicyConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    root: Option<String>,
+    capacity: Option<toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    sample_period: Option<f64>,
+    event_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClassRule {
+    pattern: String,
+    class: String,
+}
+
+impl AgentConfig {
+    /// Read and check a config file.
+    pub fn load(path: &Path) -> Result<AgentConfig, AgentConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| AgentConfigError::Read { path: path.to_path_buf(), source })?;
+        AgentConfig::parse(&text, &path.display().to_string())
+    }
+
+    /// Check config text; `origin` names it in errors (a path).
+    pub fn parse(text: &str, origin: &str) -> Result<AgentConfig, AgentConfigError> {
+        let invalid = |e: ConfigError| AgentConfigError::Invalid {
+            origin: origin.to_string(),
+            key: e.key,
+            problem: e.problem,
+        };
+        let de = toml::Deserializer::new(text);
+        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let problem = e.into_inner().message().trim().to_string();
+            invalid(ConfigError::new(if key == "." { String::new() } else { key }, problem))
+        })?;
+        raw.check().map_err(invalid)
+    }
+}
+
+impl RawConfig {
+    fn check(self) -> Result<AgentConfig, ConfigError> {
+        let defaults = AgentConfig::default();
+        let root = match self.node.root {
+            Some(r) => check_root(&r)?,
+            None => defaults.root,
+        };
+        let capacity = match self.node.capacity {
+            None => None,
+            Some(v) => Some(parse_size(&v).map_err(|p| ConfigError::new("node.capacity", p))?),
+        };
+        let sample_period = match self.agent.sample_period {
+            None => defaults.sample_period,
+            Some(s) => {
+                overbook_core::config::check_range("agent.sample_period", s, 0.01, 60.0)?;
+                Duration::from_secs_f64(s)
+            }
+        };
+        let default_class = match &self.default_class {
+            None => Class::Production,
+            Some(c) => c.parse().map_err(|_| {
+                ConfigError::new(
+                    "default_class",
+                    format!("{c:?} is not a class ({})", class_names()),
+                )
+            })?,
+        };
+        let mut rules = Vec::with_capacity(self.classes.len());
+        for (i, r) in self.classes.into_iter().enumerate() {
+            let key = |k: &str| format!("classes[{i}].{k}");
+            let class: Class = r.class.parse().map_err(|_| {
+                ConfigError::new(
+                    key("class"),
+                    format!("{:?} is not a class ({})", r.class, class_names()),
+                )
+            })?;
+            let rule = ClassRule::new(&r.pattern, class)
+                .map_err(|problem| ConfigError::new(key("pattern"), problem))?;
+            rules.push(rule);
+        }
+        self.policy.validate().map_err(|e| e.under("policy"))?;
+        Ok(AgentConfig {
+            root,
+            capacity,
+            sample_period,
+            event_log: self.agent.event_log,
+            classes: ClassRules::new(rules, default_class),
+            policy: self.policy,
+        })
+    }
+}
+
+fn class_names() -> String {
+    Class::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn check_root(root: &str) -> Result<String, ConfigError> {
+    let trimmed = root.trim_matches('/');
+    let bad = trimmed.split('/').any(|part| part.is_empty() || part == "." || part == "..");
+    if trimmed.is_empty() || bad {
+        return Err(ConfigError::new(
+            "node.root",
+            format!("{root:?}: must name a cgroup below the hierarchy's root, like \"overbook\""),
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// A size: bytes as an integer, or a string with a binary unit (`"8GiB"`, `"512M"`).
+fn parse_size(v: &toml::Value) -> Result<u64, String> {
+    match v {
+        toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
+        toml::Value::String(s) => parse_size_text(s),
+        other => Err(format!("{other} is not a size: give bytes or a string like \"8GiB\"")),
+    }
+}
+
+/// A size written as text: `"8GiB"`, `"512M"`, `"4096"`.
+pub fn parse_size_text(s: &str) -> Result<u64, String> {
+    {
+        {
+            let s = s.trim();
+            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+            let (num, unit) = s.split_at(split);
+            let num: f64 = num.parse().map_err(|_| format!("{s:?} is not a size like \"8GiB\""))?;
+            let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+                "" | "b" => 1,
+                "k" | "kib" => 1 << 10,
+                "m" | "mib" => 1 << 20,
+                "g" | "gib" => 1 << 30,
+                "t" | "tib" => 1 << 40,
+                other => {
+                    return Err(format!("unknown unit {other:?} in {s:?} (B, KiB, MiB, GiB, TiB)"))
+                }
+            };
+            let bytes = num * mult as f64;
+            if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+                return Err(format!("{s:?} must be more than 0 bytes"));
+            }
+            Ok(bytes as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        match AgentConfig::parse(text, "agent.toml") {
+            Ok(c) => panic!("accepted {text:?}: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let c = AgentConfig::parse("", "x").expect("empty is valid");
+        assert_eq!(c, AgentConfig::default());
+    }
+
+    #[test]
+    fn a_full_file_is_read() {
+        let c = AgentConfig::parse(
+            r#"
+            default_class = "best-effort"
+            [node]
+            root = "/nodes/n1/"
+            capacity = "1.5GiB"
+            [agent]
+            sample_period = 0.05
+            event_log = "/tmp/events.jsonl"
+            [[classes]]
+            pattern = "prod-*"
+            class = "production"
+            [policy.detector]
+            kind = "constraint-thrashing"
+            tolerance = 2.0
+            "#,
+            "x",
+        )
+        .expect("valid");
+        assert_eq!(c.root, "nodes/n1");
+        assert_eq!(c.capacity, Some(3 << 29));
+        assert_eq!(c.sample_period, Duration::from_millis(50));
+        assert_eq!(c.classes.class_of("prod-db"), Class::Production);
+        assert_eq!(c.classes.class_of("batch-1"), Class::BestEffort);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_their_key() {
+        assert!(err("[node]\nroot = \"../x\"").contains("agent.toml: node.root:"));
+        assert!(err("[node]\ncapacity = \"12 parsecs\"").contains("node.capacity: unknown unit"));
+        assert!(err("[node]\ncapacity = -5").contains("node.capacity"));
+        assert!(err("[agent]\nsample_period = 0").contains("agent.sample_period: 0 is outside"));
+        assert!(err("[[classes]]\npattern = \"a[\"\nclass = \"production\"")
+            .contains("classes[0].pattern"));
+        assert!(err("[[classes]]\npattern = \"a*\"\nclass = \"gold\"")
+            .contains("classes[0].class: \"gold\" is not a class"));
+        assert!(err("default_class = \"x\"").contains("default_class"));
+        let e = err("[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = -1");
+        assert!(e.contains("policy.detector.tolerance"), "{e}");
+        let e = err("[agent]\nsampel_period = 1");
+        assert!(e.contains("agent") && e.contains("sampel_period"), "{e}");
+        let e = err("[node\nroot=1");
+        assert!(e.starts_with("agent.toml: "), "{e}");
+    }
+}

@@ -1,0 +1,24 @@
+//! overbook's node agent.
+//!
+//! It watches every container under one cgroup (the node's root), feeds
+//! what the kernel says to the same policy core the simulator runs, and
+//! carries out what the core decides: preempting best-effort containers
+//! (kill or freeze) and resuming them when memory is back. Every decision
+//! is logged with its evidence.
+//!
+//! * [`config`]: the TOML config, checked with errors that name the key;
+//! * [`node`]: sampling the containers into the core's observations;
+//! * [`agent`]: the loop body, one [`Agent::tick`] at a time;
+//! * [`events`]: the decision log.
+
+pub mod agent;
+pub mod classes;
+pub mod config;
+pub mod events;
+pub mod node;
+pub mod spawn;
+pub mod workload;
+
+pub use agent::{Agent, AgentError, ContainerStatus, NodeStatus, Tick};
+pub use config::{AgentConfig, AgentConfigError};
+pub use events::{Event, EventLog};

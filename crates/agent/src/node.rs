@@ -1,0 +1,243 @@
+//! What the agent sees of its node: the containers under its root, each with
+//! a stable id and a class, and their counters turned into the core's
+//! [`overbook_core::Observation`] types.
+//!
+//! Containers are found anew at every sample, so a container created or
+//! removed by anyone is picked up at once, and a restarted agent adopts
+//! whatever it finds (their start time is when it first saw them; a
+//! container found frozen is reported so the agent can queue its resume).
+//! An empty container (no process left, e.g. after a kill) holds no task and
+//! is not shown to the policy.
+
+use crate::classes::ClassRules;
+use overbook_core::{
+    Class, ContainerId, ContainerStats, FaultCounters, JobId, NodeStats, RunState, Time,
+};
+use overbook_linux::parse::FreezerState;
+use overbook_linux::{
+    host, CgroupError, ContainerCgroups, ContainerControl, ContainerPath, MemoryCounters, Outcome,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One container as the agent knows it.
+#[derive(Clone, Debug)]
+pub struct Known {
+    pub id: ContainerId,
+    pub path: ContainerPath,
+    pub class: Class,
+    /// When the agent first saw it (or started it).
+    pub seen_at: Time,
+    /// Its last counters, and when they were read.
+    pub counters: MemoryCounters,
+    pub read_at: Time,
+    /// Major faults and refaults per second over the last sample interval.
+    pub major_rate: f64,
+    pub refault_rate: f64,
+    /// Processes in it at the last sample.
+    pub members: usize,
+    /// Whether it is frozen (by this agent, or found so).
+    pub frozen: bool,
+}
+
+/// One sample of the node.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSample {
+    pub node: NodeStats,
+    /// Every container with processes, as the policy sees it.
+    pub containers: Vec<ContainerStats>,
+    /// Containers seen for the first time (ids).
+    pub appeared: Vec<ContainerId>,
+    /// Containers gone since the last sample: id and path.
+    pub gone: Vec<(ContainerId, ContainerPath)>,
+    /// Containers whose last process left since the last sample (or found
+    /// empty): their leftover page cache can be released.
+    pub emptied: Vec<ContainerId>,
+}
+
+/// The node's containers, sampled.
+#[derive(Debug)]
+pub struct NodeView<C> {
+    cgroups: C,
+    root: ContainerPath,
+    /// Configured capacity; `None`: the root's limit, else the machine's memory.
+    configured: Option<u64>,
+    classes: ClassRules,
+    known: BTreeMap<String, Known>,
+    next_id: u64,
+}
+
+impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
+    /// A view of the containers directly under `root`.
+    pub fn new(
+        cgroups: C,
+        root: ContainerPath,
+        capacity: Option<u64>,
+        classes: ClassRules,
+    ) -> Self {
+        NodeView {
+            cgroups,
+            root,
+            configured: capacity,
+            classes,
+            known: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+
+    pub fn cgroups(&self) -> &C {
+        &self.cgroups
+    }
+
+    pub fn root(&self) -> &ContainerPath {
+        &self.root
+    }
+
+    /// The container with this id, if it was there at the last sample.
+    pub fn by_id(&self, id: ContainerId) -> Option<&Known> {
+        self.known.values().find(|k| k.id == id)
+    }
+
+    fn by_id_mut(&mut self, id: ContainerId) -> Option<&mut Known> {
+        self.known.values_mut().find(|k| k.id == id)
+    }
+
+    /// Records that a container was frozen or thawed by the agent.
+    pub fn set_frozen(&mut self, id: ContainerId, frozen: bool) {
+        if let Some(k) = self.by_id_mut(id) {
+            k.frozen = frozen;
+        }
+    }
+
+    /// Every container found at the last sample.
+    pub fn containers(&self) -> impl Iterator<Item = &Known> {
+        self.known.values()
+    }
+
+    /// Read every container now. A container that vanishes mid-read is
+    /// dropped; an error reading one that is there is returned.
+    pub fn sample(&mut self, now: Time) -> Result<NodeSample, CgroupError> {
+        let found = match self.cgroups.discover(&self.root)? {
+            Outcome::Done(found) => found,
+            Outcome::Vanished => {
+                return Err(CgroupError::Unsupported {
+                    what: format!("the node's root cgroup {} does not exist", self.root),
+                })
+            }
+        };
+        let mut sample = NodeSample::default();
+        let mut next = BTreeMap::new();
+        for path in found {
+            let Outcome::Done(counters) = self.cgroups.counters(&path)? else { continue };
+            let Outcome::Done(members) = self.cgroups.members(&path)? else { continue };
+            let members = members.pids.len() + members.invisible;
+            let key = path.as_str().to_string();
+            let known = match self.known.remove(&key) {
+                Some(mut k) => {
+                    if k.members > 0 && members == 0 {
+                        sample.emptied.push(k.id);
+                    }
+                    let secs = now.since(k.read_at).as_secs_f64();
+                    if secs > 0.0 {
+                        let d = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+                        k.major_rate = d(counters.major_faults, k.counters.major_faults);
+                        k.refault_rate = d(refaults(&counters), refaults(&k.counters));
+                    }
+                    k.counters = counters;
+                    k.read_at = now;
+                    k.members = members;
+                    k
+                }
+                None => {
+                    let id = ContainerId(self.next_id);
+                    self.next_id += 1;
+                    let class = self.classes.class_of(path.name());
+                    let frozen = match self.cgroups.freezer_state(&path) {
+                        Ok(Outcome::Done(s)) => s != FreezerState::Thawed,
+                        // No freezer here: nothing can be frozen.
+                        Ok(Outcome::Vanished) | Err(_) => false,
+                    };
+                    sample.appeared.push(id);
+                    if members == 0 {
+                        sample.emptied.push(id);
+                    }
+                    Known {
+                        id,
+                        path,
+                        class,
+                        seen_at: now,
+                        counters,
+                        read_at: now,
+                        major_rate: 0.0,
+                        refault_rate: 0.0,
+                        members,
+                        frozen,
+                    }
+                }
+            };
+            if known.members > 0 {
+                sample.containers.push(stats_of(&known, now));
+            }
+            next.insert(key, known);
+        }
+        sample.gone =
+            std::mem::take(&mut self.known).into_values().map(|k| (k.id, k.path)).collect();
+        self.known = next;
+        sample.node = self.node_stats()?;
+        Ok(sample)
+    }
+
+    /// Capacity and availability: the root cgroup's limit less its usage
+    /// when the node is a cgroup with a limit, else the machine's
+    /// `MemAvailable`; swap from `/proc/meminfo`, stall from system PSI.
+    fn node_stats(&self) -> Result<NodeStats, CgroupError> {
+        let mem = host::meminfo()?;
+        // The kubelet's working set: inactive page cache is what the kernel
+        // drops first, so it counts as available; active cache is someone's
+        // working set (and counting it would hide file thrashing).
+        let root_usage = match self.cgroups.counters(&self.root)? {
+            Outcome::Done(c) => Some(c.usage.saturating_sub(c.inactive_file)),
+            Outcome::Vanished => None,
+        };
+        let limit = match self.cgroups.limit(&self.root) {
+            Ok(Outcome::Done(l)) => l.bytes(),
+            // The hierarchy's root has no limit file: the machine is the node.
+            Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let limit = limit.filter(|&l| l < mem.total);
+        let capacity = self.configured.or(limit).unwrap_or(mem.total);
+        let available = match (self.configured.or(limit), root_usage) {
+            (Some(cap), Some(used)) => cap.saturating_sub(used),
+            _ => mem.available_or_free().min(capacity),
+        };
+        let stall = host::system_pressure()?.map(|p| p.some.total);
+        Ok(NodeStats {
+            capacity,
+            available,
+            swap_total: mem.swap_total,
+            swap_free: mem.swap_free,
+            stall,
+        })
+    }
+}
+
+fn refaults(c: &MemoryCounters) -> u64 {
+    c.refault_anon.unwrap_or(0).saturating_add(c.refault_file.unwrap_or(0))
+}
+
+fn stats_of(k: &Known, now: Time) -> ContainerStats {
+    let c = &k.counters;
+    let mut s = ContainerStats::new(k.id, JobId(k.id.0), k.class, k.seen_at);
+    s.state = if k.frozen { RunState::Frozen } else { RunState::Running };
+    s.usage = c.usage;
+    s.swap = c.swap.unwrap_or(0);
+    s.progress = Duration::from_micros(now.as_micros().saturating_sub(k.seen_at.as_micros()));
+    s.faults = FaultCounters {
+        major_faults: c.major_faults,
+        refault_anon: c.refault_anon.unwrap_or(0),
+        refault_file: c.refault_file.unwrap_or(0),
+    };
+    s.stall = c.pressure.map(|p| p.some.total);
+    s
+}

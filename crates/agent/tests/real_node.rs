@@ -1,0 +1,327 @@
+//! The agent on a real kernel: a small node cgroup with a memory limit,
+//! a production container whose working set is a file in the page cache, and
+//! best-effort containers holding anonymous memory. When they do not all
+//! fit, the kernel evicts production's file pages and it refaults them:
+//! real thrashing, seen by the agent only through the kernel's counters.
+//!
+//! Runs on whatever this host has (cgroup v1 here, v2 in the VM). Needs
+//! root and a memory controller; without them every test says so loudly and
+//! FAILS, unless `OVERBOOK_ALLOW_SKIP=1`. Everything made is removed by a
+//! guard's `Drop`, on failure too.
+
+use overbook_agent::spawn::command_in;
+use overbook_agent::{Agent, AgentConfig, EventLog};
+use overbook_core::Time;
+use overbook_linux::parse::FreezerState;
+use overbook_linux::{
+    host_cgroups, ContainerCgroups, ContainerControl, ContainerPath, HostSupport, Limit,
+    NodeCgroups, Outcome,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_overbook-workload");
+/// The agent's sampling period in these tests.
+const PERIOD: Duration = Duration::from_millis(100);
+
+fn host() -> Option<Box<dyn NodeCgroups>> {
+    let probe = HostSupport::probe();
+    let why = if !rustix::process::geteuid().is_root() {
+        "not running as root".to_string()
+    } else {
+        match host_cgroups(&probe) {
+            Ok(cg) => return Some(cg),
+            Err(e) => e.to_string(),
+        }
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "\n!!!!! real_node: CANNOT RUN ON THIS MACHINE: {why}");
+    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
+        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
+        return None;
+    }
+    panic!("real_node cannot run: {why} (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+}
+
+/// A process in a container, with its output lines arriving on a channel.
+struct Worker {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Worker {
+    /// Waits for the worker's `ready` line.
+    fn ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l == "ready" => return,
+                Ok(_) => {}
+                Err(e) => panic!("worker not ready within {within:?}: {e}"),
+            }
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last `rate` the worker reported, draining what it said.
+    fn last_rate(&self) -> Option<f64> {
+        self.lines.try_iter().filter_map(|l| l.strip_prefix("rate ")?.parse().ok()).last()
+    }
+}
+
+/// A node cgroup with containers and workers, torn down on drop.
+struct Node {
+    cg: Box<dyn NodeCgroups>,
+    root: ContainerPath,
+    containers: Vec<ContainerPath>,
+    workers: Vec<Worker>,
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new(test: &str, limit: u64) -> Option<Node> {
+        let cg = host()?;
+        // At the top of the hierarchy: on v1 the memory and freezer
+        // hierarchies place this process differently, and a node mirrored
+        // into both must not leave empty ancestors behind.
+        let name = format!("overbook-test-{test}-{}", std::process::id());
+        let root = ContainerPath::new(&name).expect("valid path");
+        assert_eq!(
+            cg.create(&root, Some(Limit::Bytes(limit))).expect("create node"),
+            Outcome::Done(())
+        );
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on disk");
+        Some(Node { cg, root, containers: Vec::new(), workers: Vec::new(), dir })
+    }
+
+    fn container(&mut self, name: &str) -> ContainerPath {
+        let path = self.root.child(name).expect("valid name");
+        assert_eq!(self.cg.create(&path, None).expect("create"), Outcome::Done(()));
+        self.containers.push(path.clone());
+        path
+    }
+
+    /// Starts the workload binary with `args` in a new container `name`.
+    fn start(&mut self, name: &str, args: &[&str]) -> usize {
+        let path = self.container(name);
+        let mut child = command_in(&*self.cg, &path, WORKLOAD, args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn workload");
+        let out = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.workers.push(Worker { child, lines });
+        self.workers.len() - 1
+    }
+
+    fn production_reader(&mut self, size_mib: u64) -> usize {
+        let file = self.dir.path().join("working-set");
+        let file = file.to_str().expect("utf-8 path").to_string();
+        let w = self.start("prod-reader", &["file", &file, &format!("{size_mib}M")]);
+        self.workers[w].ready(Duration::from_secs(60));
+        w
+    }
+
+    fn hog(&mut self, name: &str, size_mib: u64, hold: Option<f64>) -> usize {
+        let size = format!("{size_mib}M");
+        let hold = hold.map(|h| h.to_string());
+        let mut args = vec!["anon", size.as_str()];
+        args.extend(hold.as_deref());
+        let w = self.start(name, &args);
+        self.workers[w].ready(Duration::from_secs(60));
+        w
+    }
+
+    fn config(&self, extra: &str) -> AgentConfig {
+        let text = format!(
+            "[node]\nroot = \"{}\"\n[agent]\nsample_period = 0.1\n\
+             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
+             [[classes]]\npattern = \"crit-*\"\nclass = \"critical\"\n{extra}",
+            self.root.as_str()
+        );
+        AgentConfig::parse(&text, "test").expect("valid config")
+    }
+
+    /// An agent with cgroups of its own, as the daemon has.
+    fn agent(&self, extra: &str) -> Agent<Box<dyn NodeCgroups>> {
+        let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
+        Agent::new(&self.config(extra), cg, EventLog::in_memory(1000)).expect("agent starts")
+    }
+
+    fn refaults(&self, name: &str) -> u64 {
+        let path = self.root.child(name).expect("valid");
+        let c = self.cg.counters(&path).expect("read").done().expect("there");
+        c.refault_file.unwrap_or(0) + c.major_faults
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        for c in &self.containers {
+            let _ = self.cg.kill(c);
+        }
+        for w in &mut self.workers {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+        }
+        for c in self.containers.iter().rev() {
+            let _ = self.cg.remove(c);
+        }
+        let _ = self.cg.remove(&self.root);
+    }
+}
+
+/// Ticks the agent every period for `span`, with `now` as agent time,
+/// stopping early when `stop` says so. Returns the agent time reached.
+fn run_for<C: ContainerCgroups + ContainerControl>(
+    agent: &mut Agent<C>,
+    start: Instant,
+    span: Duration,
+    mut stop: impl FnMut(&Agent<C>) -> bool,
+) -> Duration {
+    let until = Instant::now() + span;
+    loop {
+        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        agent.tick(now).expect("tick");
+        if stop(agent) || Instant::now() >= until {
+            return start.elapsed();
+        }
+        // The agent's own sampling period: the pace it runs at, not a wait
+        // for something to happen.
+        std::thread::sleep(PERIOD);
+    }
+}
+
+fn kinds<C>(agent: &Agent<C>, kind: &str) -> Vec<serde_json::Value> {
+    agent
+        .events()
+        .recent()
+        .filter(|e| e.kind == kind)
+        .map(|e| serde_json::json!({ "container": e.container, "detail": e.detail }))
+        .collect()
+}
+
+const KILL: &str = "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 2.0\n\
+                    [policy.preemptor]\nkind = \"kill\"\n";
+
+#[test]
+fn thrashing_longer_than_the_window_kills_exactly_one_best_effort_container() {
+    let Some(mut node) = Node::new("long", 256 * MIB) else { return };
+    let prod = node.production_reader(150);
+    let be1 = node.hog("be-1", 64, None);
+    let be2 = node.hog("be-2", 64, None);
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    let before = node.refaults("prod-reader");
+    let took =
+        run_for(&mut agent, start, Duration::from_secs(40), |a| !kinds(a, "preempted").is_empty());
+    let preempted = kinds(&agent, "preempted");
+    assert_eq!(preempted.len(), 1, "one victim within 40 s: {preempted:?}");
+    assert!(node.refaults("prod-reader") > before, "production really refaulted");
+    assert!(took >= Duration::from_secs(2), "not before the tolerance window: {took:?}");
+    // Three more windows: the pressure is gone, nobody else pays.
+    run_for(&mut agent, start, Duration::from_secs(6), |_| false);
+    let preempted = kinds(&agent, "preempted");
+    assert_eq!(preempted.len(), 1, "exactly one victim: {preempted:?}");
+    let victim = preempted[0]["container"].as_str().expect("named").to_string();
+    assert!(victim.ends_with("/be-1") || victim.ends_with("/be-2"), "{victim}");
+    assert_eq!(preempted[0]["detail"]["how"], "kill");
+    assert!(preempted[0]["detail"]["evidence"]["thrashing"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty()));
+    let dead = if victim.ends_with("/be-1") { be1 } else { be2 };
+    let live = if dead == be1 { be2 } else { be1 };
+    assert!(!node.workers[dead].alive(), "the victim's process is gone");
+    assert!(node.workers[live].alive(), "the other best-effort container runs on");
+    assert!(node.workers[prod].alive(), "production is never touched");
+    assert!(node.workers[prod].last_rate().is_some_and(|r| r > 0.0));
+}
+
+#[test]
+fn thrashing_shorter_than_the_window_preempts_nobody() {
+    let Some(mut node) = Node::new("short", 256 * MIB) else { return };
+    let prod = node.production_reader(150);
+    let mut agent = node.agent(
+        "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 5.0\n\
+         [policy.preemptor]\nkind = \"kill\"\n",
+    );
+    let start = Instant::now();
+    run_for(&mut agent, start, Duration::from_millis(500), |_| false);
+    let before = node.refaults("prod-reader");
+    // A burst: 128 MiB for one second, then gone by itself.
+    let burst = node.hog("be-burst", 128, Some(1.0));
+    let exited = |n: &Node| {
+        matches!(n.workers[burst].lines.try_recv(), Err(mpsc::TryRecvError::Disconnected))
+    };
+    run_for(&mut agent, start, Duration::from_secs(30), |_| exited(&node));
+    assert!(exited(&node), "the burst ended by itself");
+    assert!(node.refaults("prod-reader") > before, "the burst made production refault");
+    run_for(&mut agent, start, Duration::from_secs(7), |_| false);
+    assert_eq!(kinds(&agent, "preempted"), Vec::<serde_json::Value>::new());
+    drop(agent);
+    assert!(node.workers[prod].alive());
+}
+
+#[test]
+fn production_and_critical_containers_are_never_preempted_whatever_their_usage() {
+    let Some(mut node) = Node::new("protected", 256 * MIB) else { return };
+    let prod = node.production_reader(150);
+    let big = node.hog("prod-hog", 64, None);
+    let crit = node.hog("crit-am", 64, None);
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    let before = node.refaults("prod-reader");
+    run_for(&mut agent, start, Duration::from_secs(8), |_| false);
+    assert!(node.refaults("prod-reader") > before, "the node thrashed");
+    assert_eq!(kinds(&agent, "preempted"), Vec::<serde_json::Value>::new());
+    assert_eq!(kinds(&agent, "preempt-refused"), Vec::<serde_json::Value>::new());
+    for w in [prod, big, crit] {
+        assert!(node.workers[w].alive());
+    }
+}
+
+#[test]
+fn a_frozen_container_is_resumed_when_memory_is_back_even_by_a_restarted_agent() {
+    let Some(mut node) = Node::new("freeze", 256 * MIB) else { return };
+    let prod = node.production_reader(180);
+    let be = node.hog("be-1", 100, None);
+    let freeze = "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 2.0\n\
+                  [policy.preemptor]\nkind = \"suspend\"\n";
+    let mut agent = node.agent(freeze);
+    let start = Instant::now();
+    run_for(&mut agent, start, Duration::from_secs(40), |a| !kinds(a, "preempted").is_empty());
+    let preempted = kinds(&agent, "preempted");
+    assert_eq!(preempted.len(), 1, "{preempted:?}");
+    assert_eq!(preempted[0]["detail"]["how"], "freeze");
+    let be_path = node.root.child("be-1").expect("valid");
+    assert_eq!(node.cg.freezer_state(&be_path).expect("read").done(), Some(FreezerState::Frozen));
+    assert!(node.workers[be].alive(), "frozen, not killed");
+
+    // The agent dies; production finishes; a new agent finds the frozen
+    // container and thaws it once it fits.
+    drop(agent);
+    let mut w = node.workers.swap_remove(prod);
+    let _ = node.cg.kill(&node.root.child("prod-reader").expect("valid"));
+    let _ = w.child.wait();
+    let mut agent = node.agent(freeze);
+    let start = Instant::now();
+    run_for(&mut agent, start, Duration::from_secs(20), |a| !kinds(a, "resumed").is_empty());
+    let found = kinds(&agent, "found");
+    assert!(found.iter().any(|f| f["detail"]["frozen"] == true), "{found:?}");
+    assert_eq!(kinds(&agent, "resumed").len(), 1);
+    assert_eq!(node.cg.freezer_state(&be_path).expect("read").done(), Some(FreezerState::Thawed));
+}
