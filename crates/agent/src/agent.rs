@@ -16,7 +16,7 @@ use overbook_core::{Action, ContainerId, Evidence, JobId, Observation, Preemptio
 use overbook_linux::{
     CgroupError, ContainerCgroups, ContainerControl, ContainerPath, InvalidContainerPath, Outcome,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ pub struct Tick {
 }
 
 /// A container as `overbook status` shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContainerStatus {
     pub name: String,
     pub class: String,
@@ -62,7 +62,7 @@ pub struct ContainerStatus {
 }
 
 /// The node as `overbook status` shows it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeStatus {
     pub root: String,
     pub capacity: u64,
@@ -177,6 +177,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
     }
 
+    /// Records an event that is not a decision (start-up facts, warnings).
+    pub fn note(&mut self, now: Time, kind: &str, detail: serde_json::Value) {
+        self.record(now, kind, None, detail);
+    }
+
     fn record(
         &mut self,
         now: Time,
@@ -185,6 +190,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         detail: serde_json::Value,
     ) {
         let event = Event {
+            seq: 0,
             at: now.as_secs_f64(),
             kind: kind.to_string(),
             container: container.map(|c| c.to_string()),
@@ -194,6 +200,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // stays in memory and the failure itself is kept.
         if let Err(problem) = self.log.record(event) {
             let _ = self.log.record(Event {
+                seq: 0,
                 at: now.as_secs_f64(),
                 kind: "log-failed".into(),
                 container: None,

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 /// One decision or observation worth recording.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
+    /// Its number in this agent's life, from 1 (set by the log).
+    pub seq: u64,
     /// Seconds since the agent started.
     pub at: f64,
     /// What happened: `started`, `adopted`, `gone`, `preempted`, `preempt-failed`, `resumed`.
@@ -31,24 +33,32 @@ pub struct EventLog {
     file: Option<(PathBuf, File)>,
     recent: VecDeque<Event>,
     keep: usize,
+    seq: u64,
 }
 
 impl EventLog {
     /// A log kept in memory only (the last `keep` events).
     pub fn in_memory(keep: usize) -> EventLog {
-        EventLog { file: None, recent: VecDeque::new(), keep }
+        EventLog { file: None, recent: VecDeque::new(), keep, seq: 0 }
     }
 
     /// A log appended to `path` as well.
     pub fn to_file(path: &Path, keep: usize) -> std::io::Result<EventLog> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(EventLog { file: Some((path.to_path_buf(), file)), recent: VecDeque::new(), keep })
+        Ok(EventLog {
+            file: Some((path.to_path_buf(), file)),
+            recent: VecDeque::new(),
+            keep,
+            seq: 0,
+        })
     }
 
     /// Record an event. A failed write to the file is reported, but the
     /// event is kept in memory and the agent goes on: losing a log line must
     /// never stop a preemption.
-    pub fn record(&mut self, event: Event) -> Result<(), String> {
+    pub fn record(&mut self, mut event: Event) -> Result<(), String> {
+        self.seq += 1;
+        event.seq = self.seq;
         let mut result = Ok(());
         if let Some((path, file)) = &mut self.file {
             let mut line = serde_json::to_string(&event).map_err(|e| e.to_string())?;
@@ -68,6 +78,11 @@ impl EventLog {
     pub fn recent(&self) -> impl Iterator<Item = &Event> {
         self.recent.iter()
     }
+
+    /// The kept events numbered after `seq`.
+    pub fn after(&self, seq: u64) -> impl Iterator<Item = &Event> {
+        self.recent.iter().filter(move |e| e.seq > seq)
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +91,7 @@ mod tests {
 
     fn event(i: u32) -> Event {
         Event {
+            seq: 0,
             at: f64::from(i),
             kind: "gone".into(),
             container: None,

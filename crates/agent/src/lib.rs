@@ -12,9 +12,12 @@
 //! * [`events`]: the decision log.
 
 pub mod agent;
+pub mod api;
 pub mod classes;
 pub mod config;
+pub mod daemon;
 pub mod events;
+pub mod metrics;
 pub mod node;
 pub mod spawn;
 pub mod workload;

@@ -3,6 +3,7 @@
 //! agent crate.
 
 mod bench;
+mod node;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,16 @@ enum Command {
     /// Measure overbook itself.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the node agent (root): watch the containers under the node's
+    /// cgroup and preempt best-effort ones when the node thrashes.
+    Agent(node::AgentArgs),
+    /// Show what the running agent sees: every container's class, memory,
+    /// fault and refault rates, pressure and state.
+    Status(node::StatusArgs),
+    /// Show the agent's decisions and their evidence.
+    Events(node::EventsArgs),
+    /// Say what this host supports and what overbook does without each.
+    Check(node::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +43,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Agent(args) => node::agent(args),
+        Command::Status(args) => node::status(args),
+        Command::Events(args) => node::events(args),
+        Command::Check(args) => node::check(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

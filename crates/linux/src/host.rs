@@ -31,6 +31,35 @@ pub fn system_pressure() -> Result<Option<Pressure>, CgroupError> {
     }
 }
 
+/// What [`protect_self`] achieved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SelfProtection {
+    /// All of the process's memory is locked in RAM (`mlockall`).
+    pub memory_locked: bool,
+    /// The kernel OOM killer will never pick this process (`-1000`).
+    pub oom_exempt: bool,
+    /// Why a step failed.
+    pub problems: Vec<String>,
+}
+
+/// Makes this process safe to run under the memory pressure it must
+/// relieve: its pages never swapped or reclaimed (so the kill path never
+/// faults), and never chosen by the kernel's OOM killer. Each step that
+/// fails is reported, not fatal.
+pub fn protect_self() -> SelfProtection {
+    use rustix::mm::{mlockall, MlockAllFlags};
+    let mut p = SelfProtection::default();
+    match mlockall(MlockAllFlags::CURRENT | MlockAllFlags::FUTURE) {
+        Ok(()) => p.memory_locked = true,
+        Err(e) => p.problems.push(format!("mlockall: {e}")),
+    }
+    match std::fs::write("/proc/self/oom_score_adj", "-1000") {
+        Ok(()) => p.oom_exempt = true,
+        Err(e) => p.problems.push(format!("/proc/self/oom_score_adj: {e}")),
+    }
+    p
+}
+
 fn read_host<T>(
     path: &Path,
     parse: impl FnOnce(&str) -> Result<T, crate::parse::ParseError>,

@@ -24,6 +24,7 @@ mod kill;
 mod node;
 pub mod parse;
 mod probe;
+pub mod psi;
 mod sys;
 mod v1;
 mod v2;

@@ -1,0 +1,141 @@
+//! `overbook agent`: the loop around [`Agent::tick`], woken by the kernel's
+//! PSI trigger or by the sampling timer, whichever comes first, with the
+//! local API beside it.
+
+use crate::agent::{Agent, AgentError};
+use crate::api::{self, ApiError, Shared};
+use crate::config::AgentConfig;
+use crate::events::{Event, EventLog};
+use overbook_core::Time;
+use overbook_linux::psi::PsiTrigger;
+use overbook_linux::{
+    host, host_cgroups, CgroupError, ContainerCgroups, ContainerPath, HostSupport,
+};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the API listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/overbook/agent.sock";
+
+/// A system-wide trigger: 100 ms of memory stall within 1 s wakes the agent.
+const PSI_STALL: Duration = Duration::from_millis(100);
+const PSI_WINDOW: Duration = Duration::from_secs(1);
+
+/// Why the agent stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("event log {path}: {source}")]
+    EventLog { path: PathBuf, source: std::io::Error },
+}
+
+/// Runs the agent until `stop` is set; `say` gets one line per notable
+/// thing (start-up facts, preemptions) for the terminal.
+pub fn run(
+    config: &AgentConfig,
+    socket: &Path,
+    stop: &AtomicBool,
+    mut say: impl FnMut(&str),
+) -> Result<(), DaemonError> {
+    let protection = host::protect_self();
+    let probe = HostSupport::probe();
+    let cgroups = host_cgroups(&probe)?;
+    let root = ContainerPath::new(&config.root).map_err(AgentError::from)?;
+    match cgroups.create(&root, None) {
+        Ok(_) | Err(CgroupError::Exists { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let log = match &config.event_log {
+        Some(path) => EventLog::to_file(path, 1000)
+            .map_err(|source| DaemonError::EventLog { path: path.clone(), source })?,
+        None => EventLog::in_memory(1000),
+    };
+    let version = cgroups.version();
+    let mut agent = Agent::new(config, cgroups, log)?;
+    let shared = Arc::new(Shared::default());
+    let _server = api::serve(socket, Arc::clone(&shared))?;
+
+    let mut triggers = Vec::new();
+    let system = Path::new(host::SYSTEM_PRESSURE);
+    // Without CAP_SYS_RESOURCE the kernel takes only windows that are whole
+    // multiples of 2 s: then the same share of stall over 2 s.
+    let psi = match PsiTrigger::new(system, PSI_STALL, PSI_WINDOW)
+        .or_else(|_| PsiTrigger::new(system, PSI_STALL * 2, PSI_WINDOW * 2))
+    {
+        Ok(t) => {
+            triggers.push(t);
+            "system-wide PSI trigger armed".to_string()
+        }
+        Err(e) => format!("no PSI trigger ({e}); sampling only"),
+    };
+    let started = json!({
+        "root": root.to_string(),
+        "cgroup_version": format!("{version:?}"),
+        "sample_period_s": config.sample_period.as_secs_f64(),
+        "memory_locked": protection.memory_locked,
+        "oom_exempt": protection.oom_exempt,
+        "problems": protection.problems,
+        "psi": psi,
+        "socket": socket.display().to_string(),
+    });
+    say(&format!(
+        "overbook agent: watching {root} ({version:?}); {psi}; API on {}",
+        socket.display()
+    ));
+    for p in &protection.problems {
+        say(&format!("overbook agent: warning: self-protection: {p}"));
+    }
+
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let mut published = 0;
+    let mut fired = Vec::new();
+    agent.note(Time::ZERO, "started", started);
+    while !stop.load(Ordering::Relaxed) {
+        let t = now();
+        let wake_at = match agent.tick(t) {
+            Ok(tick) => {
+                for (path, how) in &tick.preempted {
+                    say(&format!("overbook agent: preempted {path} ({})", how.as_str()));
+                }
+                for path in &tick.resumed {
+                    say(&format!("overbook agent: resumed {path}"));
+                }
+                tick.wake_at
+            }
+            // The node's root gone is the end; anything else is logged and
+            // retried at the next sample.
+            Err(AgentError::Cgroup(CgroupError::Unsupported { what })) => {
+                shared.stop();
+                return Err(CgroupError::Unsupported { what }.into());
+            }
+            Err(e) => {
+                say(&format!("overbook agent: sample failed: {e}"));
+                None
+            }
+        };
+        let new: Vec<Event> = agent.events().after(published).cloned().collect();
+        published = agent.events().recent().last().map_or(published, |e| e.seq);
+        shared.publish(agent.status(), new.into_iter());
+
+        let until_wake = wake_at.map_or(config.sample_period, |w| w.since(now()));
+        let timeout = config.sample_period.min(until_wake);
+        if triggers.is_empty() {
+            std::thread::sleep(timeout);
+        } else if let Err(e) = PsiTrigger::wait_any(&triggers, timeout, &mut fired) {
+            say(&format!("overbook agent: PSI wait failed ({e}); sampling only"));
+            triggers.clear();
+        }
+    }
+    shared.stop();
+    let _ = std::fs::remove_file(socket);
+    Ok(())
+}

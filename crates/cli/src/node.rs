@@ -1,0 +1,241 @@
+//! The node agent's commands: `agent`, `status`, `events`, `check`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use overbook_agent::api;
+use overbook_agent::daemon::{self, DEFAULT_SOCKET};
+use overbook_agent::{AgentConfig, NodeStatus};
+use overbook_linux::{FreezerSupport, HostSupport};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The agent's TOML config (see docs/agent.md); built-in defaults when
+    /// not given: containers under the `overbook` cgroup, constraint-
+    /// thrashing detection with a 3 s tolerance, kill.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where the local API listens (a unix socket, made root-only).
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Check the config and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The agent's API socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Print the agent's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// The agent's API socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Keep printing events as they happen, until interrupted.
+    #[arg(long, short)]
+    follow: bool,
+    /// Print each event as the agent's JSON line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {}
+
+pub fn agent(args: AgentArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => AgentConfig::load(path)?,
+        None => AgentConfig::default(),
+    };
+    if args.check_config {
+        println!("config is valid: {config:#?}");
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        bail!("the agent manages cgroups and must run as root (try `sudo overbook agent`)");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    daemon::run(&config, &args.socket, &stop, |line| eprintln!("{line}"))?;
+    eprintln!("overbook agent: stopped");
+    Ok(())
+}
+
+pub fn status(args: StatusArgs) -> Result<()> {
+    let body = api::get(&args.socket, "/v1/status")?;
+    if args.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let s: NodeStatus =
+        serde_json::from_str(&body).context("the agent's status is not valid JSON")?;
+    print!("{}", status_table(&s));
+    Ok(())
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn status_table(s: &NodeStatus) -> String {
+    let mut out = format!(
+        "node {}: capacity {}, available {}, swap {} free of {}; {} preempted, {} resumed\n\n",
+        s.root,
+        mib(s.capacity),
+        mib(s.available),
+        mib(s.swap_free),
+        mib(s.swap_total),
+        s.preemptions,
+        s.resumes
+    );
+    out += &format!(
+        "{:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>6} {:>6} {:<8}\n",
+        "CONTAINER", "CLASS", "USAGE", "SWAP", "MAJFLT/s", "REFAULT/s", "PSI10", "PROCS", "STATE"
+    );
+    for c in &s.containers {
+        out += &format!(
+            "{:<24} {:<12} {:>10} {:>10} {:>10.0} {:>10.0} {:>6} {:>6} {:<8}\n",
+            c.name,
+            c.class,
+            mib(c.usage),
+            c.swap.map_or("-".into(), mib),
+            c.major_faults_per_s,
+            c.refaults_per_s,
+            c.pressure_some_avg10.map_or("-".into(), |p| format!("{p:.1}")),
+            c.processes,
+            c.state
+        );
+    }
+    if s.containers.is_empty() {
+        out += "(no containers under the node's root yet)\n";
+    }
+    out
+}
+
+pub fn events(args: EventsArgs) -> Result<()> {
+    let mut after = 0u64;
+    loop {
+        let wait = if args.follow { 25 } else { 0 };
+        let body = api::get(&args.socket, &format!("/v1/events?after={after}&wait={wait}"))?;
+        for line in body.lines() {
+            let e: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("bad event line {line:?}"))?;
+            after = after.max(e["seq"].as_u64().unwrap_or(after));
+            if args.json {
+                println!("{line}");
+            } else {
+                println!(
+                    "{:>9.3}s {:<16} {:<28} {}",
+                    e["at"].as_f64().unwrap_or(0.0),
+                    e["kind"].as_str().unwrap_or("?"),
+                    e["container"].as_str().unwrap_or("-"),
+                    e["detail"]
+                );
+            }
+        }
+        if !args.follow {
+            return Ok(());
+        }
+    }
+}
+
+pub fn check(_args: CheckArgs) -> Result<()> {
+    let h = HostSupport::probe();
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let mut rows: Vec<(&str, String, &str)> = Vec::new();
+    match &h.memory {
+        Some(m) => rows.push((
+            "memory controller",
+            format!("cgroup {:?} at {}", m.version, m.mount.display()),
+            "",
+        )),
+        None => rows.push((
+            "memory controller",
+            "none".into(),
+            "the agent cannot run here: try `overbook sim`",
+        )),
+    }
+    rows.push((
+        "PSI (system)",
+        yes_no(h.psi_system).into(),
+        if h.psi_system { "" } else { "woken by the sampling timer only (100 ms)" },
+    ));
+    rows.push((
+        "PSI (per cgroup)",
+        yes_no(h.psi_per_cgroup).into(),
+        if h.psi_per_cgroup { "" } else { "thrashing seen from faults and refaults only" },
+    ));
+    let swap = h.swap_total.map_or("unknown".into(), |s| format!("{} MiB", s >> 20));
+    rows.push((
+        "swap",
+        swap,
+        if h.swap_total.unwrap_or(0) > 0 {
+            ""
+        } else {
+            "anonymous memory cannot be pushed out; freezing keeps it resident"
+        },
+    ));
+    rows.push((
+        "cgroup.kill",
+        yes_no(h.cgroup_kill).into(),
+        if h.cgroup_kill { "" } else { "kills signal every member with pidfd_send_signal" },
+    ));
+    let freezer = match &h.freezer {
+        FreezerSupport::V2 => "cgroup.freeze".to_string(),
+        FreezerSupport::V1 { mount } => format!("v1 freezer at {}", mount.display()),
+        FreezerSupport::None => "none".to_string(),
+    };
+    let no_freezer = matches!(h.freezer, FreezerSupport::None);
+    rows.push((
+        "freezer",
+        freezer,
+        if no_freezer { "suspend preemptors fall back to kill" } else { "" },
+    ));
+    rows.push((
+        "pidfd",
+        yes_no(h.pidfd).into(),
+        if h.pidfd { "" } else { "kills by pid (racy with pid reuse)" },
+    ));
+    rows.push((
+        "process_mrelease",
+        yes_no(h.process_mrelease).into(),
+        if h.process_mrelease { "" } else { "a victim's memory comes back when it exits" },
+    ));
+    let criu = match &h.criu {
+        None => ("not installed".to_string(), false),
+        Some(path) => match std::process::Command::new(path).arg("check").output() {
+            Ok(o) if o.status.success() => (format!("{} (criu check: ok)", path.display()), true),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr);
+                let last = why.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+                (format!("{} (criu check failed: {})", path.display(), last.trim()), false)
+            }
+            Err(e) => (format!("{} (cannot run: {e})", path.display()), false),
+        },
+    };
+    rows.push((
+        "CRIU",
+        criu.0,
+        if criu.1 { "" } else { "checkpoint preemptors fall back to freeze or kill" },
+    ));
+    println!("{:<18} {:<50} WITHOUT IT", "FEATURE", "HERE");
+    for (name, here, without) in rows {
+        println!("{name:<18} {here:<50} {without}");
+    }
+    for n in &h.notes {
+        println!("note: {n}");
+    }
+    Ok(())
+}
