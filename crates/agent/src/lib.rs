@@ -16,6 +16,7 @@ pub mod api;
 pub mod classes;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod events;
 pub mod metrics;
 pub mod node;

@@ -36,6 +36,14 @@ enum Command {
     Events(node::EventsArgs),
     /// Say what this host supports and what overbook does without each.
     Check(node::CheckArgs),
+    /// Show the agent at work (root): production alone, squeezed by
+    /// best-effort hogs, and squeezed with the agent, on a small node
+    /// cgroup made for the demo and removed after.
+    Demo(node::DemoArgs),
+    /// A real memory workload for demos and tests (`anon SIZE [SECONDS]`
+    /// or `file PATH SIZE [SECONDS]`).
+    #[command(hide = true)]
+    Workload(node::WorkloadArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +55,8 @@ fn main() -> ExitCode {
         Command::Status(args) => node::status(args),
         Command::Events(args) => node::events(args),
         Command::Check(args) => node::check(args),
+        Command::Demo(args) => node::demo(args),
+        Command::Workload(args) => node::workload(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

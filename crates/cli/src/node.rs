@@ -51,6 +51,23 @@ pub struct EventsArgs {
 #[derive(Debug, Args)]
 pub struct CheckArgs {}
 
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Seconds each phase is measured (the agent's phase runs twice as long).
+    #[arg(long, default_value_t = 8)]
+    phase_seconds: u64,
+    /// Where production's working-set file is written (must be a disk, not tmpfs).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// `anon SIZE [SECONDS]` or `file PATH SIZE [SECONDS]`.
+    #[arg(num_args = 2..=4, required = true)]
+    args: Vec<String>,
+}
+
 pub fn agent(args: AgentArgs) -> Result<()> {
     let config = match &args.config {
         Some(path) => AgentConfig::load(path)?,
@@ -237,5 +254,76 @@ pub fn check(_args: CheckArgs) -> Result<()> {
     for n in &h.notes {
         println!("note: {n}");
     }
+    Ok(())
+}
+
+pub fn demo(args: DemoArgs) -> Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "the demo makes a node cgroup and runs real workloads in it, so it needs root \
+             (try `sudo overbook demo`); without root, `overbook sim` shows the same policies \
+             on a simulated cluster"
+        );
+    }
+    if args.phase_seconds == 0 {
+        bail!("--phase-seconds must be at least 1");
+    }
+    const MIB: u64 = 1 << 20;
+    let plan = overbook_agent::demo::DemoPlan {
+        workload: std::env::current_exe().context("finding the overbook binary")?,
+        workload_prefix: vec!["workload".into()],
+        node: 256 * MIB,
+        production_working_set: 150 * MIB,
+        hogs: vec![64 * MIB, 64 * MIB],
+        phase: std::time::Duration::from_secs(args.phase_seconds),
+        scratch: args.scratch,
+    };
+    let s = overbook_agent::demo::run(&plan, |line| println!("{line}"))
+        .map_err(|e| anyhow::anyhow!("demo: {e}"))?;
+    let pct = |x: f64| if s.alone > 0.0 { 100.0 * x / s.alone } else { 0.0 };
+    println!();
+    println!("{:<36} {:>14} {:>10}", "PRODUCTION THROUGHPUT", "reads/s", "of alone");
+    println!("{:<36} {:>14.0} {:>9.0}%", "alone", s.alone, 100.0);
+    println!("{:<36} {:>14.0} {:>9.0}%", "squeezed, no agent", s.squeezed, pct(s.squeezed));
+    println!(
+        "{:<36} {:>14.0} {:>9.0}%",
+        "squeezed, with the agent (whole)",
+        s.with_agent,
+        pct(s.with_agent)
+    );
+    if let Some(a) = s.after_preemption {
+        println!("{:<36} {:>14.0} {:>9.0}%", "  after its preemption", a, pct(a));
+    }
+    println!(
+        "preempted: {}",
+        if s.preempted.is_empty() { "nobody".into() } else { s.preempted.join(", ") }
+    );
+    println!("everything the demo made has been removed");
+    Ok(())
+}
+
+pub fn workload(args: WorkloadArgs) -> Result<()> {
+    use overbook_agent::config::parse_size_text;
+    use overbook_agent::workload::{run, Workload};
+    let hold = |s: Option<&String>| -> Result<Option<std::time::Duration>> {
+        s.map(|s| {
+            s.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .map(std::time::Duration::from_secs_f64)
+                .with_context(|| format!("{s:?} is not a number of seconds"))
+        })
+        .transpose()
+    };
+    let size = |s: &str| parse_size_text(s).map_err(anyhow::Error::msg);
+    let a = &args.args;
+    let w = match a[0].as_str() {
+        "anon" if a.len() <= 3 => Workload::Anon { size: size(&a[1])?, hold: hold(a.get(2))? },
+        "file" if a.len() >= 3 => {
+            Workload::File { path: a[1].clone().into(), size: size(&a[2])?, hold: hold(a.get(3))? }
+        }
+        _ => bail!("usage: overbook workload anon SIZE [SECONDS] | file PATH SIZE [SECONDS]"),
+    };
+    run(&w, &mut std::io::stdout().lock())?;
     Ok(())
 }

@@ -1,0 +1,284 @@
+//! `overbook demo`: the agent on a real squeeze, in three phases, on a small
+//! node cgroup made for it (and removed after):
+//!
+//! 1. production alone: a reader whose working set is a file in the page cache;
+//! 2. squeezed: best-effort hogs take anonymous memory, the kernel evicts
+//!    production's file pages and it refaults them, with no one acting;
+//! 3. the same squeeze with the agent: it sees the thrashing, waits out the
+//!    tolerance window, and preempts one best-effort container.
+//!
+//! Production's own throughput (page reads per second) is the measure.
+
+use crate::agent::Agent;
+use crate::config::AgentConfig;
+use crate::events::EventLog;
+use crate::spawn::command_in;
+use overbook_core::Time;
+use overbook_linux::{host_cgroups, ContainerPath, HostSupport, Limit, NodeCgroups, Outcome};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+/// The demo's sizes and pace.
+#[derive(Clone, Debug)]
+pub struct DemoPlan {
+    /// The program that runs workloads: called as `PROGRAM [PREFIX...] anon SIZE`
+    /// and `PROGRAM [PREFIX...] file PATH SIZE`.
+    pub workload: PathBuf,
+    pub workload_prefix: Vec<String>,
+    pub node: u64,
+    pub production_working_set: u64,
+    pub hogs: Vec<u64>,
+    /// How long each phase is measured.
+    pub phase: Duration,
+    /// Where production's file lives (a disk, not tmpfs).
+    pub scratch: PathBuf,
+}
+
+/// Production's throughput in each phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoSummary {
+    pub alone: f64,
+    pub squeezed: f64,
+    pub with_agent: f64,
+    /// Throughput in the with-agent phase after the preemption.
+    pub after_preemption: Option<f64>,
+    pub preempted: Vec<String>,
+}
+
+struct Worker {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Worker {
+    fn ready(&self, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) if l == "ready" => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("workload not ready: {e}")),
+            }
+        }
+    }
+
+    fn rates(&self) -> Vec<f64> {
+        self.lines.try_iter().filter_map(|l| l.strip_prefix("rate ")?.parse().ok()).collect()
+    }
+}
+
+/// The node and everything in it; removed on drop, on error paths too.
+struct DemoNode {
+    cg: Box<dyn NodeCgroups>,
+    root: ContainerPath,
+    made: Vec<ContainerPath>,
+    workers: Vec<(ContainerPath, Worker)>,
+}
+
+impl DemoNode {
+    fn start(&mut self, plan: &DemoPlan, name: &str, args: &[String]) -> Result<usize, String> {
+        let path = self.root.child(name).map_err(|e| e.to_string())?;
+        if !self.made.contains(&path) {
+            match self.cg.create(&path, None) {
+                Ok(Outcome::Done(())) => self.made.push(path.clone()),
+                Ok(Outcome::Vanished) => return Err("the demo node vanished".into()),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let mut all = plan.workload_prefix.clone();
+        all.extend(args.iter().cloned());
+        let mut child = command_in(&*self.cg, &path, &plan.workload, &all)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", plan.workload.display()))?;
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let w = Worker { child, lines };
+        w.ready(Duration::from_secs(120))?;
+        self.workers.push((path, w));
+        Ok(self.workers.len() - 1)
+    }
+
+    fn stop_hogs(&mut self) {
+        for (path, w) in &mut self.workers {
+            if path.name().starts_with("be-") {
+                let _ = self.cg.kill(path);
+                let _ = w.child.wait();
+            }
+        }
+        self.workers.retain(|(p, _)| !p.name().starts_with("be-"));
+    }
+}
+
+impl Drop for DemoNode {
+    fn drop(&mut self) {
+        for (path, w) in &mut self.workers {
+            let _ = self.cg.kill(path);
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+        }
+        for c in self.made.iter().rev() {
+            let _ = self.cg.remove(c);
+        }
+        let _ = self.cg.remove(&self.root);
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// Runs the three phases, telling `say` what happens as it goes.
+pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, String> {
+    let probe = HostSupport::probe();
+    let cg = host_cgroups(&probe).map_err(|e| e.to_string())?;
+    let root = ContainerPath::new(&format!("overbook-demo-{}", std::process::id()))
+        .map_err(|e| e.to_string())?;
+    match cg.create(&root, Some(Limit::Bytes(plan.node))) {
+        Ok(Outcome::Done(())) => {}
+        Ok(Outcome::Vanished) => return Err("the cgroup hierarchy vanished".into()),
+        Err(e) => return Err(format!("cannot make the demo node: {e}")),
+    }
+    let mut node = DemoNode { cg, root, made: Vec::new(), workers: Vec::new() };
+    let scratch = tempfile_dir(&plan.scratch)?;
+    let file = scratch.path().join("production-working-set");
+    let file_arg = file.to_string_lossy().to_string();
+    let prod_args = vec!["file".to_string(), file_arg, format!("{}", plan.production_working_set)];
+
+    say(&format!(
+        "node {} with {} MiB; production reads a {} MiB file at random; best-effort hogs: {:?} MiB",
+        node.root,
+        plan.node / MIB,
+        plan.production_working_set / MIB,
+        plan.hogs.iter().map(|h| h / MIB).collect::<Vec<_>>()
+    ));
+    let prod = node.start(plan, "prod-reader", &prod_args)?;
+    say("phase 1/3: production alone");
+    let alone = measure(&node, prod, plan.phase, &mut say);
+
+    say("phase 2/3: best-effort hogs squeeze the node, nobody acts");
+    for (i, size) in plan.hogs.iter().enumerate() {
+        node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
+    }
+    let squeezed = measure(&node, prod, plan.phase, &mut say);
+    node.stop_hogs();
+
+    say("phase 3/3: the same squeeze, with the overbook agent");
+    for (i, size) in plan.hogs.iter().enumerate() {
+        node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
+    }
+    let config = AgentConfig::parse(
+        &format!(
+            "[node]\nroot = \"{}\"\n[[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n",
+            node.root.as_str()
+        ),
+        "demo",
+    )
+    .map_err(|e| e.to_string())?;
+    let agent_cg = host_cgroups(&probe).map_err(|e| e.to_string())?;
+    let mut agent =
+        Agent::new(&config, agent_cg, EventLog::in_memory(1000)).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut rates = Vec::new();
+    let mut after = Vec::new();
+    let mut preempted = Vec::new();
+    let mut next_report = Instant::now();
+    let mut seen = 0;
+    while start.elapsed() < plan.phase * 2 {
+        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let tick = agent.tick(now).map_err(|e| e.to_string())?;
+        for (path, how) in &tick.preempted {
+            say(&format!(
+                "  agent: preempted {path} ({}) at {:.1} s",
+                how.as_str(),
+                now.as_secs_f64()
+            ));
+            preempted.push(path.to_string());
+        }
+        for e in agent.events().after(seen) {
+            if e.kind == "preempted" {
+                let ev = &e.detail["evidence"];
+                say(&format!(
+                    "  agent: evidence: {} lasted {:.1} s: {}",
+                    ev["detector"], ev["lasted_s"], ev["reason"]
+                ));
+            }
+            seen = e.seq;
+        }
+        let r = node.workers[prod].1.rates();
+        if preempted.is_empty() {
+            rates.extend(&r);
+        } else {
+            after.extend(&r);
+        }
+        if Instant::now() >= next_report {
+            next_report += Duration::from_secs(1);
+            let s = agent.status();
+            let line: Vec<String> = s
+                .containers
+                .iter()
+                .filter(|c| c.processes > 0)
+                .map(|c| {
+                    format!("{} {} MiB {:.0} refaults/s", c.name, c.usage / MIB, c.refaults_per_s)
+                })
+                .collect();
+            say(&format!("  t={:>4.1}s  {}", start.elapsed().as_secs_f64(), line.join(" | ")));
+        }
+        std::thread::sleep(config.sample_period);
+    }
+    let all: Vec<f64> = rates.iter().chain(after.iter()).copied().collect();
+    Ok(DemoSummary {
+        alone,
+        squeezed,
+        with_agent: mean(&all),
+        after_preemption: (!after.is_empty()).then(|| mean(&after)),
+        preempted,
+    })
+}
+
+fn tempfile_dir(base: &Path) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("overbook-demo-")
+        .tempdir_in(base)
+        .map_err(|e| format!("cannot make a scratch directory in {}: {e}", base.display()))
+}
+
+/// Production's mean rate over `span`, printing each second's.
+fn measure(node: &DemoNode, prod: usize, span: Duration, say: &mut impl FnMut(&str)) -> f64 {
+    let _ = node.workers[prod].1.rates();
+    let until = Instant::now() + span;
+    let mut rates = Vec::new();
+    while Instant::now() < until {
+        match node.workers[prod]
+            .1
+            .lines
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            Ok(l) => {
+                if let Some(r) = l.strip_prefix("rate ").and_then(|r| r.parse::<f64>().ok()) {
+                    say(&format!("  production: {r:>10.0} reads/s"));
+                    rates.push(r);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    mean(&rates)
+}
