@@ -76,8 +76,13 @@ impl Worker {
     }
 }
 
+/// One real squeeze at a time: thrashing is timing, and two nodes
+/// thrashing at once on two cores would measure each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A node cgroup with containers and workers, torn down on drop.
 struct Node {
+    _serial: std::sync::MutexGuard<'static, ()>,
     cg: Box<dyn NodeCgroups>,
     root: ContainerPath,
     containers: Vec<ContainerPath>,
@@ -87,6 +92,7 @@ struct Node {
 
 impl Node {
     fn new(test: &str, limit: u64) -> Option<Node> {
+        let serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let cg = host()?;
         // At the top of the hierarchy: on v1 the memory and freezer
         // hierarchies place this process differently, and a node mirrored
@@ -98,7 +104,7 @@ impl Node {
             Outcome::Done(())
         );
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on disk");
-        Some(Node { cg, root, containers: Vec::new(), workers: Vec::new(), dir })
+        Some(Node { _serial: serial, cg, root, containers: Vec::new(), workers: Vec::new(), dir })
     }
 
     fn container(&mut self, name: &str) -> ContainerPath {
