@@ -86,12 +86,32 @@ impl HostSupport {
             .as_ref()
             .filter(|m| m.version == CgroupVersion::V2)
             .and_then(|m| sample_cgroup(&m.mount, m.own_cgroup.as_deref()));
-        let has = |file: &str| v2_sample.as_ref().is_some_and(|d| d.join(file).exists());
-        let psi_per_cgroup = v2_sample.as_ref().is_some_and(|d| {
-            std::fs::read_to_string(d.join(Pressure::CGROUP_FILE))
-                .is_ok_and(|t| Pressure::parse(&t).is_ok())
-        });
-        let freezer = if has("cgroup.freeze") {
+        let v2_mount = memory.as_ref().filter(|m| m.version == CgroupVersion::V2).map(|m| &m.mount);
+        // Every process may still be in the root (a fresh VM, a host before
+        // its first container): the root has no `cgroup.kill` nor
+        // `cgroup.freeze`, so the kernel's version tells instead.
+        let release = v2_mount
+            .filter(|_| v2_sample.is_none())
+            .and_then(|_| std::fs::read_to_string(OSRELEASE).ok())
+            .and_then(|r| kernel_version(&r).map(|v| (r.trim().to_owned(), v)));
+        if let Some((r, _)) = &release {
+            notes.push(format!(
+                "no non-root cgroup v2 to look in: cgroup.kill and cgroup.freeze judged from \
+                 the kernel version ({r})"
+            ));
+        }
+        let has = |file: &str, since: (u32, u32)| match (&v2_sample, &release) {
+            (Some(d), _) => d.join(file).exists(),
+            (None, Some((_, v))) => *v >= since,
+            (None, None) => false,
+        };
+        // The root has `memory.pressure` too (since 5.2), as the whole system's.
+        let psi_per_cgroup =
+            v2_sample.as_deref().or(v2_mount.map(PathBuf::as_path)).is_some_and(|d| {
+                std::fs::read_to_string(d.join(Pressure::CGROUP_FILE))
+                    .is_ok_and(|t| Pressure::parse(&t).is_ok())
+            });
+        let freezer = if has("cgroup.freeze", (5, 2)) {
             FreezerSupport::V2
         } else if let Some(mount) = mounts.v1_controller("freezer") {
             FreezerSupport::V1 { mount: mount.to_path_buf() }
@@ -102,7 +122,7 @@ impl HostSupport {
             psi_system,
             psi_per_cgroup,
             swap_total,
-            cgroup_kill: has("cgroup.kill"),
+            cgroup_kill: has("cgroup.kill", (5, 14)),
             freezer,
             pidfd: has_pidfd(),
             process_mrelease: sys::has_process_mrelease(),
@@ -158,6 +178,17 @@ fn sample_cgroup(mount: &Path, own: Option<&Path>) -> Option<PathBuf> {
         .map(|e| e.path())
 }
 
+/// The running kernel's release, e.g. `6.1.0-56-amd64`.
+const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
+
+/// Major and minor version of a kernel release string (`6.1.0-56-amd64`).
+pub(crate) fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 fn has_pidfd() -> bool {
     rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty())
         .is_ok()
@@ -187,6 +218,17 @@ mod tests {
         assert_eq!(m.version, CgroupVersion::V1);
         assert_eq!(m.mount, PathBuf::from("/sys/fs/cgroup/memory"));
         assert!(m.own_cgroup.is_some_and(|p| p.starts_with("/sys/fs/cgroup/memory/process_api")));
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(kernel_version("6.1.0-56-amd64\n"), Some((6, 1)));
+        assert_eq!(kernel_version("6.18.44-fc-v657"), Some((6, 18)));
+        assert_eq!(kernel_version("5.14"), Some((5, 14)));
+        assert!(kernel_version("5.13.0").is_some_and(|v| v < (5, 14)));
+        assert_eq!(kernel_version("6"), None);
+        assert_eq!(kernel_version(""), None);
+        assert_eq!(kernel_version("x.y"), None);
     }
 
     #[test]

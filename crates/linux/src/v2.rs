@@ -224,7 +224,14 @@ impl ContainerControl for V2Cgroups {
         let dir = self.dir(container);
         let cgroup_kill = dir.join("cgroup.kill");
         if cgroup_kill.exists() {
-            return kill::kill_members(&dir, Some(&cgroup_kill));
+            let report = done_or_return!(kill::kill_members(&dir, Some(&cgroup_kill))?);
+            // Frozen members die of SIGKILL all the same, but the cgroup would
+            // stay frozen and freeze whatever joins it next: leave it thawed.
+            let freeze = done_or_return!(fsio::read(&dir.join("cgroup.freeze"))?);
+            if freeze.trim() == "1" {
+                done_or_return!(self.thaw(container, FREEZE_BEFORE_KILL)?);
+            }
+            return Ok(Outcome::Done(report));
         }
         // Before 5.14: freeze so no member forks away, signal, thaw (v2
         // frozen tasks do die of SIGKILL, but the cgroup must not stay frozen).
