@@ -669,7 +669,7 @@ impl<'m> Engine<'m> {
         task.outcome.first_start.get_or_insert(now);
         task.mem = task.profile_mem();
         let n = &mut self.nodes[node as usize];
-        if std::env::var_os("TRACE").is_some() {
+        if tracing() {
             eprintln!(
                 "launch {} node={} key={:?} mem={} prog={:?}",
                 now.0, node, task.spec.key, task.mem, task.progress
@@ -802,6 +802,13 @@ impl<'m> Engine<'m> {
         self.nodes[node as usize].set_running(slot, false);
         self.points_moved(node);
     }
+}
+
+/// Whether `TRACE` is set: the engine then prints its steps to stderr. Read
+/// once, as the hot paths ask on every event.
+fn tracing() -> bool {
+    static TRACING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACING.get_or_init(|| std::env::var_os("TRACE").is_some())
 }
 
 fn task_phase(engine: &mut Engine<'_>, slot: u32, phase: Phase) {

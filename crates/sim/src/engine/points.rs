@@ -28,7 +28,7 @@ impl Engine<'_> {
             return;
         }
         n.last = now;
-        if std::env::var_os("TRACE").is_some() {
+        if super::tracing() {
             eprintln!(
                 "adv {} node={} last={:?} speed={} thr={} demand={}",
                 now.0, node, dt, n.speed, n.thrashing, n.demand
@@ -187,7 +187,7 @@ impl Engine<'_> {
         // has not changed since (or it would have been re-timed): snap to it
         // so rounding never leaves a task a nanosecond short forever.
         task.progress = task.progress.max(task.target);
-        if std::env::var_os("TRACE").is_some() {
+        if super::tracing() {
             eprintln!(
                 "point {} node={} key={:?} prog={:?}",
                 self.now.0, node, task.spec.key, task.progress
