@@ -227,9 +227,11 @@ impl ContainerControl for V2Cgroups {
             let report = done_or_return!(kill::kill_members(&dir, Some(&cgroup_kill))?);
             // Frozen members die of SIGKILL all the same, but the cgroup would
             // stay frozen and freeze whatever joins it next: leave it thawed.
-            let freeze = done_or_return!(fsio::read(&dir.join("cgroup.freeze"))?);
-            if freeze.trim() == "1" {
-                done_or_return!(self.thaw(container, FREEZE_BEFORE_KILL)?);
+            // The kill is done whatever follows: a cgroup gone meanwhile has
+            // nothing left frozen.
+            let freeze = fsio::read_optional(&dir.join("cgroup.freeze"))?;
+            if matches!(freeze, Outcome::Done(Some(f)) if f.trim() == "1") {
+                let _gone_is_thawed = self.thaw(container, FREEZE_BEFORE_KILL)?;
             }
             return Ok(Outcome::Done(report));
         }

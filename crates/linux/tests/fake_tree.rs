@@ -166,6 +166,21 @@ fn v2_kill_uses_cgroup_kill_when_present() {
 }
 
 #[test]
+fn v2_kill_leaves_a_frozen_container_thawed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("be");
+    v2_container(&dir);
+    put(&dir, "cgroup.freeze", "1\n");
+    let cg = V2Cgroups::new(tmp.path().to_path_buf());
+    let report = cg.kill(&path("be")).expect("kills").done().expect("exists");
+    assert_eq!(report.method, KillMethod::CgroupKill);
+    assert_eq!(read(&dir, "cgroup.freeze"), "0");
+    // Without a freezer file there is nothing to thaw, and no error.
+    fs::remove_file(dir.join("cgroup.freeze")).expect("rm");
+    assert!(cg.kill(&path("be")).expect("kills").done().is_some());
+}
+
+#[test]
 fn v1_reads_hierarchical_counters_and_protects() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (memory, freezer) = (tmp.path().join("memory"), tmp.path().join("freezer"));
