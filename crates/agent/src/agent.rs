@@ -8,8 +8,10 @@
 use crate::config::AgentConfig;
 use crate::events::{Event, EventLog};
 use crate::node::{NodeSample, NodeView};
+use crate::spawn::command_in;
+use crate::tasks::{check_name, Managed, RunError, RunReply, RunRequest, Tasks};
 use overbook_core::config::ConfigError;
-use overbook_core::launch::TaskRequest;
+use overbook_core::launch::{Admission, TaskRequest};
 use overbook_core::policy::{NodeFacilities, NodePolicy};
 use overbook_core::preempt::StoreBandwidth;
 use overbook_core::{Action, ContainerId, Evidence, JobId, Observation, Preemption, Time};
@@ -19,6 +21,9 @@ use overbook_linux::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// How long a freeze or thaw may take before it counts as failed.
@@ -72,6 +77,9 @@ pub struct NodeStatus {
     pub containers: Vec<ContainerStatus>,
     pub preemptions: u64,
     pub resumes: u64,
+    /// Tasks of `overbook run` waiting to start.
+    #[serde(default)]
+    pub queued: Vec<String>,
 }
 
 /// The agent of one node.
@@ -86,6 +94,8 @@ pub struct Agent<C> {
     actions: Vec<Action>,
     preemptions: u64,
     resumes: u64,
+    tasks: Tasks,
+    task_log_dir: PathBuf,
 }
 
 impl<C> Agent<C> {
@@ -121,14 +131,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             actions: Vec::new(),
             preemptions: 0,
             resumes: 0,
+            tasks: Tasks::default(),
+            task_log_dir: config.task_log_dir.clone(),
         })
     }
 
     /// One pass of the loop at time `now` (since the agent started).
     pub fn tick(&mut self, now: Time) -> Result<Tick, AgentError> {
         let mut tick = Tick::default();
+        self.reap(now);
         self.sample = self.view.sample(now)?;
         self.note_arrivals_and_departures(now);
+        for (id, m) in &mut self.tasks.by_id {
+            if let Some(k) = self.view.by_id(*id) {
+                m.peak = m.peak.max(k.counters.usage);
+            }
+        }
         self.actions.clear();
         let obs = Observation { now, node: self.sample.node, containers: &self.sample.containers };
         let decided = Instant::now();
@@ -174,6 +192,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 .collect(),
             preemptions: self.preemptions,
             resumes: self.resumes,
+            queued: self.tasks.queued(),
         }
     }
 
@@ -211,7 +230,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     fn note_arrivals_and_departures(&mut self, now: Time) {
         for (id, path) in std::mem::take(&mut self.sample.gone) {
-            self.policy.departed(id);
+            // A managed task's container goes away between its incarnations
+            // while the task itself waits to start again.
+            if !self.tasks.by_id.contains_key(&id) {
+                self.policy.departed(id);
+            }
             self.suspended.remove(&id);
             self.record(now, "gone", Some(&path), json!({ "id": id.0 }));
         }
@@ -252,6 +275,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.preempt(now, *id, *how, evidence, decided, tick)
             }
             Action::Resume { id, site } => self.resume(now, *id, *site, tick),
+            Action::Launch { id } => {
+                if let Err(e) = self.start(now, *id) {
+                    self.record(now, "start-failed", None, json!({ "error": e.to_string() }));
+                }
+            }
+            Action::Reject { id, reason } => {
+                if let Some(m) = self.tasks.by_id.remove(id) {
+                    self.view.unreserve(&m.path);
+                    self.record(
+                        now,
+                        "rejected",
+                        Some(&m.path),
+                        json!({ "reason": format!("{reason:?}") }),
+                    );
+                }
+            }
             other => {
                 let what = format!("{other:?}");
                 self.record(now, "not-supported", None, json!({ "action": what }));
@@ -307,6 +346,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.preemptions += 1;
                 if done == Preemption::Kill {
                     self.policy.departed(id);
+                    if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                        m.killed = true;
+                    }
                 } else {
                     self.view.set_frozen(id, true);
                     let task =
@@ -378,6 +420,186 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.policy.suspended(now, task, usage);
                 self.suspended.insert(id, path.clone());
                 self.record(now, "resume-failed", Some(&path), json!({ "error": e.to_string() }));
+            }
+        }
+    }
+
+    /// `overbook run`: a command in a new container, admitted by the launcher.
+    pub fn submit(&mut self, now: Time, request: RunRequest) -> Result<RunReply, RunError> {
+        check_name(&request.name)?;
+        if request.command.is_empty() || request.command[0].is_empty() {
+            return Err(RunError::NoCommand);
+        }
+        let path = self
+            .view
+            .root()
+            .child(&request.name)
+            .map_err(|e| RunError::Name { name: request.name.clone(), problem: e.to_string() })?;
+        if self.view.knows(&path) || self.tasks.by_id.values().any(|m| m.path == path) {
+            return Err(RunError::Exists(request.name));
+        }
+        let job = self.tasks.job_id(request.job.as_deref().unwrap_or(&request.name));
+        let id = self.view.reserve(&path, request.class);
+        let task = TaskRequest {
+            id,
+            job,
+            class: request.class,
+            request: request.mem_peak.unwrap_or(0),
+            submitted: now,
+        };
+        let managed = Managed {
+            request,
+            job,
+            path: path.clone(),
+            child: None,
+            started_at: None,
+            killed: false,
+            restarts: 0,
+            peak: 0,
+        };
+        let log = self.log_path(&managed.request.name);
+        self.tasks.by_id.insert(id, managed);
+        let reply = |state: &str| RunReply {
+            container: path.to_string(),
+            state: state.to_string(),
+            log: log.display().to_string(),
+        };
+        match self.policy.submit(now, task, &self.sample.node) {
+            Admission::Launch => {
+                self.start(now, id)?;
+                Ok(reply("started"))
+            }
+            Admission::Queued => {
+                self.record(now, "queued", Some(&path), json!({ "job": job.0 }));
+                Ok(reply("queued"))
+            }
+            Admission::Rejected(reason) => {
+                self.tasks.by_id.remove(&id);
+                self.view.unreserve(&path);
+                Err(RunError::Rejected(format!("{reason:?}")))
+            }
+        }
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.task_log_dir.join(format!("{name}.log"))
+    }
+
+    /// Makes a managed task's container and starts its command in it.
+    fn start(&mut self, now: Time, id: ContainerId) -> Result<(), RunError> {
+        let Some(m) = self.tasks.by_id.get(&id) else { return Ok(()) };
+        if m.child.is_some() {
+            return Ok(());
+        }
+        let (path, name) = (m.path.clone(), m.request.name.clone());
+        let fail = |problem: String| RunError::Start { name: name.clone(), problem };
+        match self.view.cgroups().create(&path, None) {
+            Ok(_) | Err(CgroupError::Exists { .. }) => {}
+            Err(e) => return Err(self.give_up(now, id, fail(e.to_string()))),
+        }
+        let log_path = self.log_path(&name);
+        let log = std::fs::create_dir_all(&self.task_log_dir)
+            .and_then(|()| OpenOptions::new().create(true).append(true).open(&log_path))
+            .and_then(|f| Ok((f.try_clone()?, f)));
+        let (out, err) = match log {
+            Ok(pair) => pair,
+            Err(e) => {
+                return Err(self.give_up(now, id, fail(format!("{}: {e}", log_path.display()))))
+            }
+        };
+        let m = &self.tasks.by_id[&id];
+        let mut cmd =
+            command_in(self.view.cgroups(), &path, &m.request.command[0], &m.request.command[1..]);
+        cmd.current_dir(m.request.cwd.as_deref().unwrap_or(std::path::Path::new("/")))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        match cmd.spawn() {
+            Ok(child) => {
+                let pid = child.id();
+                let m = self.tasks.by_id.get_mut(&id).ok_or_else(|| fail("vanished".into()))?;
+                m.child = Some(child);
+                m.started_at = Some(now);
+                m.killed = false;
+                m.peak = 0;
+                let restarts = m.restarts;
+                self.record(now, "started", Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
+                Ok(())
+            }
+            Err(e) => Err(self.give_up(now, id, fail(e.to_string()))),
+        }
+    }
+
+    /// A task that cannot start is dropped, and says why.
+    fn give_up(&mut self, now: Time, id: ContainerId, e: RunError) -> RunError {
+        if let Some(m) = self.tasks.by_id.remove(&id) {
+            self.policy.departed(id);
+            self.view.unreserve(&m.path);
+            let _ = self.view.cgroups().remove(&m.path);
+            self.record(now, "start-failed", Some(&m.path), json!({ "error": e.to_string() }));
+        }
+        e
+    }
+
+    /// Managed tasks whose command exited: finished (profile recorded,
+    /// container removed) or, when a preemption killed them, queued again.
+    fn reap(&mut self, now: Time) {
+        let exited: Vec<(ContainerId, String)> = self
+            .tasks
+            .by_id
+            .iter_mut()
+            .filter_map(|(id, m)| {
+                let status = m.child.as_mut()?.try_wait().ok()??;
+                m.child = None;
+                Some((*id, status.to_string()))
+            })
+            .collect();
+        for (id, status) in exited {
+            let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
+            let path = m.path.clone();
+            let runtime = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
+            let _ = self.view.cgroups().remove(&path);
+            if m.killed {
+                m.restarts += 1;
+                let task = TaskRequest {
+                    id,
+                    job: m.job,
+                    class: m.request.class,
+                    request: m.request.mem_peak.unwrap_or(0),
+                    submitted: now,
+                };
+                let restarts = m.restarts;
+                let admission = self.policy.submit(now, task, &self.sample.node);
+                self.record(now, "requeued", Some(&path), json!({ "status": status, "restarts": restarts, "admission": format!("{admission:?}") }));
+                match admission {
+                    Admission::Launch => {
+                        let _ = self.start(now, id);
+                    }
+                    Admission::Queued => {}
+                    Admission::Rejected(reason) => {
+                        let m = self.tasks.by_id.remove(&id);
+                        if let Some(m) = m {
+                            self.view.unreserve(&m.path);
+                        }
+                        self.record(
+                            now,
+                            "rejected",
+                            Some(&path),
+                            json!({ "reason": format!("{reason:?}") }),
+                        );
+                    }
+                }
+            } else {
+                let (job, peak) = (m.job, m.peak);
+                self.tasks.by_id.remove(&id);
+                self.view.unreserve(&path);
+                self.policy.finished(id, job, peak, runtime);
+                self.record(
+                    now,
+                    "finished",
+                    Some(&path),
+                    json!({ "status": status, "runtime_s": runtime.as_secs_f64(), "peak": peak }),
+                );
             }
         }
     }

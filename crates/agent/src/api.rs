@@ -4,7 +4,9 @@
 //! * `GET /v1/status`: the node and every container, as JSON;
 //! * `GET /v1/events?after=N&wait=S`: the kept events numbered after `N`,
 //!   waiting up to `S` seconds (at most 30) for one to arrive, as JSON lines;
-//! * `GET /metrics`: Prometheus text.
+//! * `GET /metrics`: Prometheus text;
+//! * `POST /v1/run` with a [`RunRequest`] as JSON: a command in a new
+//!   container, admitted by the launcher; answers a [`RunReply`].
 //!
 //! Why a unix socket: the API can stop and start containers' work, so only
 //! who may open the socket file may use it, and nothing listens on the
@@ -14,11 +16,13 @@
 use crate::agent::NodeStatus;
 use crate::events::Event;
 use crate::metrics;
+use crate::tasks::{RunReply, RunRequest};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,7 +34,16 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 pub struct Shared {
     state: Mutex<Published>,
     arrived: Condvar,
+    submissions: Mutex<Vec<Submission>>,
 }
+
+/// A run request waiting for the agent's loop, and where its answer goes.
+pub type Submission = (RunRequest, mpsc::Sender<Result<RunReply, String>>);
+
+/// How long a client waits for the loop to take its run request.
+const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request body accepted.
+const MAX_BODY: u64 = 64 << 10;
 
 #[derive(Debug, Default)]
 struct Published {
@@ -52,6 +65,21 @@ impl Shared {
         }
         drop(p);
         self.arrived.notify_all();
+    }
+
+    /// The run requests that arrived since the last call, for the loop.
+    pub fn take_submissions(&self) -> Vec<Submission> {
+        std::mem::take(&mut *self.submissions.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn submit(&self, request: RunRequest) -> (u16, String) {
+        let (tx, rx) = mpsc::channel();
+        self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push((request, tx));
+        match rx.recv_timeout(SUBMIT_TIMEOUT) {
+            Ok(Ok(reply)) => (200, serde_json::to_string(&reply).unwrap_or_default()),
+            Ok(Err(problem)) => (409, format!("{problem}\n")),
+            Err(_) => (503, "the agent's loop did not take the request\n".into()),
+        }
     }
 
     /// Wakes every waiting client for the agent's exit.
@@ -121,7 +149,7 @@ pub fn serve(socket: &Path, shared: Arc<Shared>) -> Result<std::thread::JoinHand
     }))
 }
 
-fn respond(request: tiny_http::Request, shared: &Shared) {
+fn respond(mut request: tiny_http::Request, shared: &Shared) {
     let url = request.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let param = |name: &str| {
@@ -149,6 +177,21 @@ fn respond(request: tiny_http::Request, shared: &Shared) {
                 _ => (400, "text/plain", "after must be a whole number, wait seconds\n".into()),
             }
         }
+        (tiny_http::Method::Post, "/v1/run") => {
+            let mut body = String::new();
+            let read = request.as_reader().take(MAX_BODY + 1).read_to_string(&mut body);
+            match read {
+                Err(e) => (400, "text/plain", format!("cannot read the request: {e}\n")),
+                Ok(n) if n as u64 > MAX_BODY => (413, "text/plain", "request too large\n".into()),
+                Ok(_) => match serde_json::from_str::<RunRequest>(&body) {
+                    Err(e) => (400, "text/plain", format!("bad run request: {e}\n")),
+                    Ok(run) => {
+                        let (code, body) = shared.submit(run);
+                        (code, if code == 200 { "application/json" } else { "text/plain" }, body)
+                    }
+                },
+            }
+        }
         (_, p) => (404, "text/plain", format!("no such endpoint: {p}\n")),
     };
     let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes());
@@ -170,11 +213,27 @@ pub enum ClientError {
 
 /// `GET path` on the agent's socket: the body of a 200 answer.
 pub fn get(socket: &Path, path: &str) -> Result<String, ClientError> {
+    request(socket, "GET", path, "")
+}
+
+/// `POST path` with a JSON body: the body of a 200 answer.
+pub fn post(socket: &Path, path: &str, body: &str) -> Result<String, ClientError> {
+    request(socket, "POST", path, body)
+}
+
+fn request(socket: &Path, method: &str, path: &str, body: &str) -> Result<String, ClientError> {
     let where_ = socket.display().to_string();
     let connect = |source| ClientError::Connect { path: where_.clone(), source };
     let protocol = |problem: String| ClientError::Protocol { path: where_.clone(), problem };
     let mut stream = UnixStream::connect(socket).map_err(connect)?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: overbook\r\n\r\n")
+    let head = format!(
+        "{method} {path} HTTP/1.0\r\nHost: overbook\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(body.as_bytes()))
         .map_err(|e| protocol(e.to_string()))?;
     let mut reader = BufReader::new(stream);
     let mut status = String::new();
@@ -190,7 +249,13 @@ pub fn get(socket: &Path, path: &str) -> Result<String, ClientError> {
     let mut body = String::new();
     reader.read_to_string(&mut body).map_err(|e| protocol(e.to_string()))?;
     if code != "200" {
-        return Err(protocol(format!("{} {}", status.trim(), body.trim())));
+        // A refusal's body says why; the status line adds nothing for a person.
+        let why = if code.starts_with('4') {
+            body.trim().to_string()
+        } else {
+            format!("{} {}", status.trim(), body.trim())
+        };
+        return Err(protocol(why));
     }
     Ok(body)
 }

@@ -32,6 +32,8 @@ pub struct AgentConfig {
     pub sample_period: Duration,
     /// Where the decision log (JSON lines) goes; `None` keeps it in memory only.
     pub event_log: Option<PathBuf>,
+    /// Where the output of tasks started by `overbook run` goes (`NAME.log`).
+    pub task_log_dir: PathBuf,
     /// Which container is of which class; unmatched ones are `default_class`.
     pub classes: ClassRules,
     pub policy: PolicyConfig,
@@ -44,6 +46,7 @@ impl Default for AgentConfig {
             capacity: None,
             sample_period: Duration::from_millis(100),
             event_log: None,
+            task_log_dir: PathBuf::from("/var/log/overbook/tasks"),
             classes: ClassRules::default(),
             policy: PolicyConfig::default(),
         }
@@ -77,6 +80,7 @@ struct RawNode {
 struct RawAgent {
     sample_period: Option<f64>,
     event_log: Option<PathBuf>,
+    task_log_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -157,6 +161,7 @@ impl RawConfig {
             capacity,
             sample_period,
             event_log: self.agent.event_log,
+            task_log_dir: self.agent.task_log_dir.unwrap_or(defaults.task_log_dir),
             classes: ClassRules::new(rules, default_class),
             policy: self.policy,
         })

@@ -122,6 +122,9 @@ pub fn run(
                 None
             }
         };
+        for (request, reply) in shared.take_submissions() {
+            let _ = reply.send(agent.submit(now(), request).map_err(|e| e.to_string()));
+        }
         let new: Vec<Event> = agent.events().after(published).cloned().collect();
         published = agent.events().recent().last().map_or(published, |e| e.seq);
         shared.publish(agent.status(), new.into_iter());

@@ -21,6 +21,7 @@ pub mod events;
 pub mod metrics;
 pub mod node;
 pub mod spawn;
+pub mod tasks;
 pub mod workload;
 
 pub use agent::{Agent, AgentError, ContainerStatus, NodeStatus, Tick};

@@ -64,6 +64,8 @@ pub struct NodeView<C> {
     configured: Option<u64>,
     classes: ClassRules,
     known: BTreeMap<String, Known>,
+    /// Ids and classes given before the container exists (`overbook run`).
+    reserved: BTreeMap<String, (ContainerId, Class)>,
     next_id: u64,
 }
 
@@ -81,6 +83,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             configured: capacity,
             classes,
             known: BTreeMap::new(),
+            reserved: BTreeMap::new(),
             next_id: 1,
         }
     }
@@ -100,6 +103,24 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
 
     fn by_id_mut(&mut self, id: ContainerId) -> Option<&mut Known> {
         self.known.values_mut().find(|k| k.id == id)
+    }
+
+    /// Whether a container is there (at the last sample) or reserved.
+    pub fn knows(&self, path: &ContainerPath) -> bool {
+        self.known.contains_key(path.as_str()) || self.reserved.contains_key(path.as_str())
+    }
+
+    /// Gives a container the agent is about to make its id and class now.
+    pub fn reserve(&mut self, path: &ContainerPath, class: Class) -> ContainerId {
+        let id = ContainerId(self.next_id);
+        self.next_id += 1;
+        self.reserved.insert(path.as_str().to_string(), (id, class));
+        id
+    }
+
+    /// Forgets a reservation (the task is done or was refused).
+    pub fn unreserve(&mut self, path: &ContainerPath) {
+        self.reserved.remove(path.as_str());
     }
 
     /// Records that a container was frozen or thawed by the agent.
@@ -149,9 +170,13 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                     k
                 }
                 None => {
-                    let id = ContainerId(self.next_id);
-                    self.next_id += 1;
-                    let class = self.classes.class_of(path.name());
+                    let (id, class) = match self.reserved.get(&key) {
+                        Some(&reserved) => reserved,
+                        None => {
+                            self.next_id += 1;
+                            (ContainerId(self.next_id - 1), self.classes.class_of(path.name()))
+                        }
+                    };
                     let frozen = match self.cgroups.freezer_state(&path) {
                         Ok(Outcome::Done(s)) => s != FreezerState::Thawed,
                         // No freezer here: nothing can be frozen.

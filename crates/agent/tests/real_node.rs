@@ -177,6 +177,14 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        // What the test made, and what an agent made in the node for it.
+        if let Ok(Outcome::Done(all)) = self.cg.discover(&self.root) {
+            for c in all {
+                if !self.containers.contains(&c) {
+                    self.containers.push(c);
+                }
+            }
+        }
         for c in &self.containers {
             let _ = self.cg.kill(c);
         }
@@ -330,4 +338,91 @@ fn a_frozen_container_is_resumed_when_memory_is_back_even_by_a_restarted_agent()
     assert!(found.iter().any(|f| f["detail"]["frozen"] == true), "{found:?}");
     assert_eq!(kinds(&agent, "resumed").len(), 1);
     assert_eq!(node.cg.freezer_state(&be_path).expect("read").done(), Some(FreezerState::Thawed));
+}
+
+#[test]
+fn a_best_effort_run_waits_until_its_memory_fits_then_runs_and_finishes() {
+    use overbook_agent::tasks::RunRequest;
+    use overbook_core::Class;
+    let Some(node) = Node::new("run", 256 * MIB) else { return };
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    agent.tick(now()).expect("tick");
+    let run = |name: &str, class, peak: Option<u64>, args: &[&str]| RunRequest {
+        name: name.into(),
+        class,
+        mem_peak: peak,
+        job: None,
+        command: std::iter::once(WORKLOAD).chain(args.iter().copied()).map(String::from).collect(),
+        cwd: None,
+    };
+    let prod =
+        agent.submit(now(), run("prod-hog", Class::Production, Some(200 * MIB), &["anon", "200M"]));
+    assert_eq!(prod.expect("production starts").state, "started");
+    let be = agent
+        .submit(now(), run("be-task", Class::BestEffort, Some(100 * MIB), &["anon", "10M", "0.5"]));
+    assert_eq!(be.expect("queued").state, "queued");
+    let dup = agent.submit(now(), run("be-task", Class::BestEffort, None, &["anon", "1M"]));
+    assert!(dup.is_err(), "{dup:?}");
+    // While production holds 200 of 256 MiB, 100 MiB does not fit.
+    run_for(&mut agent, start, Duration::from_secs(2), |_| false);
+    let started = |a: &Agent<Box<dyn NodeCgroups>>| {
+        kinds(a, "started")
+            .iter()
+            .filter(|e| e["container"].as_str().is_some_and(|c| c.ends_with("/be-task")))
+            .count()
+    };
+    assert_eq!(started(&agent), 0, "{:?}", kinds(&agent, "queued"));
+    assert_eq!(agent.status().queued, vec!["be-task".to_string()]);
+    // Production leaves: the queued task starts, runs, and finishes.
+    let _ = node.cg.kill(&node.root.child("prod-hog").expect("valid"));
+    run_for(&mut agent, start, Duration::from_secs(30), |a| {
+        kinds(a, "finished")
+            .iter()
+            .any(|e| e["container"].as_str().is_some_and(|c| c.ends_with("/be-task")))
+    });
+    assert_eq!(started(&agent), 1);
+    let finished = kinds(&agent, "finished");
+    let be =
+        finished.iter().find(|e| e["container"].as_str().is_some_and(|c| c.ends_with("/be-task")));
+    let be = be.expect("be-task finished");
+    assert_eq!(be["detail"]["status"], "exit status: 0");
+    assert!(be["detail"]["peak"].as_u64().is_some_and(|p| p >= 10 * MIB), "{be}");
+    assert!(agent.status().queued.is_empty());
+    let gone = node.cg.counters(&node.root.child("be-task").expect("valid")).expect("read");
+    assert!(gone.is_vanished(), "a finished task's container is removed");
+}
+
+#[test]
+fn a_run_task_killed_by_a_preemption_is_queued_again_not_lost() {
+    use overbook_agent::tasks::RunRequest;
+    use overbook_core::Class;
+    let Some(mut node) = Node::new("requeue", 256 * MIB) else { return };
+    node.production_reader(150);
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    agent.tick(now()).expect("tick");
+    for name in ["be-a", "be-b"] {
+        let request = RunRequest {
+            name: name.into(),
+            class: Class::BestEffort,
+            mem_peak: Some(MIB),
+            job: None,
+            command: vec![WORKLOAD.into(), "anon".into(), "64M".into()],
+            cwd: None,
+        };
+        assert_eq!(agent.submit(now(), request).expect("admitted").state, "queued");
+    }
+    run_for(&mut agent, start, Duration::from_secs(60), |a| !kinds(a, "requeued").is_empty());
+    let requeued = kinds(&agent, "requeued");
+    assert_eq!(requeued.len(), 1, "{requeued:?}");
+    assert_eq!(requeued[0]["detail"]["restarts"], 1);
+    let victim =
+        requeued[0]["container"].as_str().expect("named").rsplit('/').next().map(String::from);
+    let victim = victim.expect("a name");
+    let waiting = agent.status().queued;
+    let running = agent.status().containers.iter().any(|c| c.name == victim && c.processes > 0);
+    assert!(waiting.contains(&victim) || running, "{victim} neither queued nor running again");
 }

@@ -29,6 +29,9 @@ enum Command {
     /// Run the node agent (root): watch the containers under the node's
     /// cgroup and preempt best-effort ones when the node thrashes.
     Agent(node::AgentArgs),
+    /// Start a command in a new container on this node, admitted by the
+    /// agent's launcher (production at once; best-effort when it fits).
+    Run(node::RunArgs),
     /// Show what the running agent sees: every container's class, memory,
     /// fault and refault rates, pressure and state.
     Status(node::StatusArgs),
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Agent(args) => node::agent(args),
+        Command::Run(args) => node::run(args),
         Command::Status(args) => node::status(args),
         Command::Events(args) => node::events(args),
         Command::Check(args) => node::check(args),

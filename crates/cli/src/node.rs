@@ -52,6 +52,29 @@ pub struct EventsArgs {
 pub struct CheckArgs {}
 
 #[derive(Debug, Args)]
+pub struct RunArgs {
+    /// production (starts at once), best-effort (queued until it fits) or critical.
+    #[arg(long)]
+    class: overbook_core::Class,
+    /// The container's name under the node's root (letters, digits, - _ .).
+    #[arg(long)]
+    name: String,
+    /// The task's expected memory peak (`512MiB`, `2G`): what the launcher
+    /// charges until the job has history.
+    #[arg(long)]
+    mem_peak: Option<String>,
+    /// The job whose finished tasks profile this one (default: the name).
+    #[arg(long)]
+    job: Option<String>,
+    /// The agent's API socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Seconds each phase is measured (the agent's phase runs twice as long).
     #[arg(long, default_value_t = 8)]
@@ -325,5 +348,29 @@ pub fn workload(args: WorkloadArgs) -> Result<()> {
         _ => bail!("usage: overbook workload anon SIZE [SECONDS] | file PATH SIZE [SECONDS]"),
     };
     run(&w, &mut std::io::stdout().lock())?;
+    Ok(())
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let mem_peak = match &args.mem_peak {
+        None => None,
+        Some(s) => Some(
+            overbook_agent::config::parse_size_text(s)
+                .map_err(|e| anyhow::anyhow!("--mem-peak: {e}"))?,
+        ),
+    };
+    let request = overbook_agent::tasks::RunRequest {
+        name: args.name,
+        class: args.class,
+        mem_peak,
+        job: args.job,
+        command: args.command,
+        cwd: std::env::current_dir().ok(),
+    };
+    let body = serde_json::to_string(&request)?;
+    let reply = api::post(&args.socket, "/v1/run", &body)?;
+    let reply: overbook_agent::tasks::RunReply =
+        serde_json::from_str(&reply).context("the agent's answer is not valid JSON")?;
+    println!("{} {} (output: {})", reply.state, reply.container, reply.log);
     Ok(())
 }

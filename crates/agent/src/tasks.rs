@@ -1,0 +1,136 @@
+//! Tasks started through `overbook run`: a command in a container of its
+//! own, admitted by the core's launcher (production at once; best-effort
+//! queued until the memory snapshot says it fits, and not during the delay
+//! after a kill), reaped when it exits, and started again from scratch when a
+//! preemption killed it (000 and 004: a killed task is requeued).
+
+use overbook_core::{Class, ContainerId, JobId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Child;
+
+/// What `overbook run` asks for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// The container's name under the node's root.
+    pub name: String,
+    pub class: Class,
+    /// The task's profiled memory peak, bytes: what the launcher charges the
+    /// snapshot with until its job has history (000 §4.2).
+    #[serde(default)]
+    pub mem_peak: Option<u64>,
+    /// The job whose history profiles this task; default: the name.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Working directory; default: `/`.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+}
+
+/// What became of a run request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReply {
+    /// The container's path.
+    pub container: String,
+    /// `started` or `queued`.
+    pub state: String,
+    /// Where the command's output goes.
+    pub log: String,
+}
+
+/// Why a run request was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RunError {
+    #[error("name {name:?}: {problem}")]
+    Name { name: String, problem: String },
+    #[error("the command is empty")]
+    NoCommand,
+    #[error("a container named {0:?} already exists on this node")]
+    Exists(String),
+    #[error("refused by the launcher: {0}")]
+    Rejected(String),
+    #[error("cannot start {name:?}: {problem}")]
+    Start { name: String, problem: String },
+}
+
+/// One task the agent manages.
+#[derive(Debug)]
+pub(crate) struct Managed {
+    pub request: RunRequest,
+    pub job: JobId,
+    pub path: overbook_linux::ContainerPath,
+    pub child: Option<Child>,
+    pub started_at: Option<overbook_core::Time>,
+    /// A preemption killed it: when it is reaped, it is requeued.
+    pub killed: bool,
+    pub restarts: u32,
+    /// Highest usage seen in this incarnation (its peak, for the profile).
+    pub peak: u64,
+}
+
+/// Every managed task, and the jobs' ids.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    pub by_id: BTreeMap<ContainerId, Managed>,
+    jobs: BTreeMap<String, JobId>,
+}
+
+impl Tasks {
+    pub fn job_id(&mut self, name: &str) -> JobId {
+        // Ids apart from the containers' own, which also name jobs of tasks
+        // the agent only watches.
+        let next = JobId(u64::MAX / 2 + self.jobs.len() as u64);
+        *self.jobs.entry(name.to_string()).or_insert(next)
+    }
+
+    /// Names of tasks waiting to start.
+    pub fn queued(&self) -> Vec<String> {
+        self.by_id.values().filter(|m| m.child.is_none()).map(|m| m.request.name.clone()).collect()
+    }
+}
+
+/// A container name: one path component of safe characters.
+pub(crate) fn check_name(name: &str) -> Result<(), RunError> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(RunError::Name {
+            name: name.to_string(),
+            problem: "use letters, digits, '-', '_' and '.', not starting with '.'".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_single_safe_components() {
+        assert!(check_name("batch-1_a.b").is_ok());
+        for bad in ["", "../x", "a/b", ".hidden", "a b", "ä"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_with_an_unknown_field_is_refused() {
+        let err = serde_json::from_str::<RunRequest>(
+            r#"{"name":"a","class":"best-effort","command":["true"],"memory":1}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field `memory`"), "{err}");
+        let ok: RunRequest =
+            serde_json::from_str(r#"{"name":"a","class":"production","command":["true"]}"#)
+                .expect("minimal request");
+        assert_eq!(ok.class, Class::Production);
+    }
+}
