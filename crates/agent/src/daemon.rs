@@ -12,6 +12,7 @@ use overbook_linux::{
     host, host_cgroups, CgroupError, ContainerCgroups, ContainerPath, HostSupport,
 };
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Where the API listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/overbook/agent.sock";
 
-/// A system-wide trigger: 100 ms of memory stall within 1 s wakes the agent.
+/// A trigger fires on 100 ms of memory stall within 1 s.
 const PSI_STALL: Duration = Duration::from_millis(100);
 const PSI_WINDOW: Duration = Duration::from_secs(1);
 
@@ -63,18 +64,13 @@ pub fn run(
     let shared = Arc::new(Shared::default());
     let _server = api::serve(socket, Arc::clone(&shared))?;
 
-    let mut triggers = Vec::new();
-    let system = Path::new(host::SYSTEM_PRESSURE);
-    // Without CAP_SYS_RESOURCE the kernel takes only windows that are whole
-    // multiples of 2 s: then the same share of stall over 2 s.
-    let psi = match PsiTrigger::new(system, PSI_STALL, PSI_WINDOW)
-        .or_else(|_| PsiTrigger::new(system, PSI_STALL * 2, PSI_WINDOW * 2))
-    {
+    let mut triggers = Triggers::default();
+    let psi = match arm(Path::new(host::SYSTEM_PRESSURE)) {
         Ok(t) => {
-            triggers.push(t);
+            triggers.system = Some(t);
             "system-wide PSI trigger armed".to_string()
         }
-        Err(e) => format!("no PSI trigger ({e}); sampling only"),
+        Err(e) => format!("no system PSI trigger ({e}); sampling only"),
     };
     let started = json!({
         "root": root.to_string(),
@@ -129,16 +125,69 @@ pub fn run(
         published = agent.events().recent().last().map_or(published, |e| e.seq);
         shared.publish(agent.status(), new.into_iter());
 
+        triggers.follow(&agent, &mut say);
         let until_wake = wake_at.map_or(config.sample_period, |w| w.since(now()));
         let timeout = config.sample_period.min(until_wake);
-        if triggers.is_empty() {
+        let armed = triggers.all();
+        if armed.is_empty() {
             std::thread::sleep(timeout);
-        } else if let Err(e) = PsiTrigger::wait_any(&triggers, timeout, &mut fired) {
+        } else if let Err(e) = PsiTrigger::wait_any(&armed, timeout, &mut fired) {
             say(&format!("overbook agent: PSI wait failed ({e}); sampling only"));
-            triggers.clear();
+            triggers = Triggers::default();
         }
     }
     shared.stop();
     let _ = std::fs::remove_file(socket);
     Ok(())
+}
+
+/// Arms a trigger; without CAP_SYS_RESOURCE the kernel takes only windows
+/// that are whole multiples of 2 s: then the same share of stall over 2 s.
+fn arm(path: &Path) -> Result<PsiTrigger, CgroupError> {
+    PsiTrigger::new(path, PSI_STALL, PSI_WINDOW)
+        .or_else(|_| PsiTrigger::new(path, PSI_STALL * 2, PSI_WINDOW * 2))
+}
+
+/// The system-wide trigger and one per container where the kernel has
+/// per-cgroup PSI (v2), so a container that stalls wakes the agent even
+/// when the machine as a whole does not.
+#[derive(Debug, Default)]
+struct Triggers {
+    system: Option<PsiTrigger>,
+    containers: BTreeMap<String, PsiTrigger>,
+    /// Containers whose trigger could not be armed (not retried).
+    refused: BTreeSet<String>,
+}
+
+impl Triggers {
+    fn follow<C: ContainerCgroups + overbook_linux::ContainerControl>(
+        &mut self,
+        agent: &Agent<C>,
+        say: &mut impl FnMut(&str),
+    ) {
+        let mut present = BTreeSet::new();
+        for k in agent.view().containers() {
+            let key = k.path.as_str().to_string();
+            present.insert(key.clone());
+            if self.containers.contains_key(&key) || self.refused.contains(&key) {
+                continue;
+            }
+            let Some(file) = agent.view().cgroups().pressure_file(&k.path) else { continue };
+            match arm(&file) {
+                Ok(t) => {
+                    self.containers.insert(key, t);
+                }
+                Err(e) => {
+                    say(&format!("overbook agent: no PSI trigger for {}: {e}", k.path));
+                    self.refused.insert(key);
+                }
+            }
+        }
+        self.containers.retain(|k, _| present.contains(k));
+        self.refused.retain(|k| present.contains(k));
+    }
+
+    fn all(&self) -> Vec<&PsiTrigger> {
+        self.system.iter().chain(self.containers.values()).collect()
+    }
 }

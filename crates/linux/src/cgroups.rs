@@ -55,6 +55,10 @@ pub trait ContainerCgroups {
     /// could allocate outside it; a shell writing `$$` does that without
     /// `unsafe` code between `fork` and `exec`.
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf>;
+
+    /// The container's own PSI file for a trigger (v2 `memory.pressure`);
+    /// `None` where the version has none (v1).
+    fn pressure_file(&self, container: &ContainerPath) -> Option<PathBuf>;
 }
 
 /// Preempting and protecting containers.

@@ -82,6 +82,9 @@ impl<T: ContainerCgroups + ?Sized> ContainerCgroups for Box<T> {
     fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError> {
         (**self).limit(container)
     }
+    fn pressure_file(&self, container: &ContainerPath) -> Option<PathBuf> {
+        (**self).pressure_file(container)
+    }
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         (**self).join_files(container)
     }

@@ -42,7 +42,7 @@ impl PsiTrigger {
     /// Waits at most `timeout` for any of `triggers` to fire; returns the
     /// indexes of those that fired (empty on timeout or a signal).
     pub fn wait_any(
-        triggers: &[PsiTrigger],
+        triggers: &[&PsiTrigger],
         timeout: Duration,
         fired: &mut Vec<usize>,
     ) -> Result<(), CgroupError> {
@@ -85,7 +85,7 @@ mod tests {
         match PsiTrigger::new(path, Duration::from_millis(150), Duration::from_secs(1)) {
             Ok(t) => {
                 let mut fired = Vec::new();
-                PsiTrigger::wait_any(&[t], Duration::from_millis(10), &mut fired).expect("poll");
+                PsiTrigger::wait_any(&[&t], Duration::from_millis(10), &mut fired).expect("poll");
                 assert!(fired.len() <= 1);
             }
             // Not root, or no PSI: the error names the file.

@@ -216,6 +216,10 @@ impl ContainerCgroups for V1Cgroups {
         }))
     }
 
+    fn pressure_file(&self, _container: &ContainerPath) -> Option<PathBuf> {
+        None
+    }
+
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         let mut files = vec![self.memory_dir(container).join(CgroupProcs::FILE)];
         files.extend(self.freezer_dir(container).map(|d| d.join(CgroupProcs::FILE)));

@@ -182,6 +182,10 @@ impl ContainerCgroups for V2Cgroups {
         })
     }
 
+    fn pressure_file(&self, container: &ContainerPath) -> Option<PathBuf> {
+        Some(self.dir(container).join(Pressure::CGROUP_FILE))
+    }
+
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         vec![self.dir(container).join(CgroupProcs::FILE)]
     }
