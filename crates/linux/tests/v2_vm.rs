@@ -391,6 +391,26 @@ fn vm_counters_and_members_of_a_real_container() {
 
 #[test]
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
+fn vm_join_files_put_a_command_inside_before_it_execs() {
+    let Some(cg) = guest() else { return };
+    let mut scratch = Scratch::new(cg.clone());
+    let job = scratch.top("join", Some(Limit::Bytes(64 * MIB)));
+    let files = cg.join_files(&job);
+    assert_eq!(files.len(), 1);
+    // What the exec'd command itself sees: it was born inside.
+    let out = Command::new("sh")
+        .args(["-c", "echo $$ > \"$1\" && exec cat /proc/self/cgroup", "sh"])
+        .arg(&files[0])
+        .output()
+        .expect("runs sh");
+    assert!(out.status.success(), "{out:?}");
+    let own = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(own.trim(), format!("0::/{}", job.as_str()));
+    assert!(poll(SETTLE, || scratch.members(&job).is_empty()), "cat has exited");
+}
+
+#[test]
+#[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_freeze_and_thaw_a_busy_process() {
     let Some(cg) = guest() else { return };
     let mut scratch = Scratch::new(cg.clone());
