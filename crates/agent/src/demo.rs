@@ -37,6 +37,10 @@ pub struct DemoPlan {
     pub phase: Duration,
     /// Where production's file lives (a disk, not tmpfs).
     pub scratch: PathBuf,
+    /// A swap file of this size is added for the demo when the machine has
+    /// no swap (and removed after), so best-effort memory can be pushed out
+    /// as on a real node.
+    pub swap: Option<u64>,
 }
 
 /// Production's throughput in each phase.
@@ -48,6 +52,63 @@ pub struct DemoSummary {
     /// Throughput in the with-agent phase after the preemption.
     pub after_preemption: Option<f64>,
     pub preempted: Vec<String>,
+    /// Swap the demo added, bytes (none when the machine had some, or it
+    /// could not be added: the reason is in `swap_note`).
+    pub swap_added: Option<u64>,
+    pub swap_note: Option<String>,
+}
+
+/// A swap file the demo turned on; turned off and deleted on drop.
+struct SwapFile {
+    path: PathBuf,
+}
+
+impl SwapFile {
+    fn add(dir: &Path, size: u64) -> Result<SwapFile, String> {
+        let path = dir.join("overbook-demo.swap");
+        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let made = SwapFile { path: path.clone() };
+        // A swap file must have real blocks: written, not sparse.
+        let chunk = vec![0u8; 1 << 20];
+        let mut w = std::io::BufWriter::new(file);
+        let mut left = size;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            std::io::Write::write_all(&mut w, &chunk[..n])
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            left -= n as u64;
+        }
+        let file = w.into_inner().map_err(|e| format!("{}: {e}", path.display()))?;
+        file.sync_all().map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        run_tool("mkswap", &path)?;
+        run_tool("swapon", &path)?;
+        Ok(made)
+    }
+}
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        let _ = run_tool("swapoff", &self.path);
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn run_tool(tool: &str, path: &Path) -> Result<(), String> {
+    let out = std::process::Command::new(tool)
+        .arg(path)
+        .output()
+        .map_err(|e| format!("cannot run {tool}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{tool} {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+fn machine_has_swap() -> bool {
+    overbook_linux::host::meminfo().map(|m| m.swap_total > 0).unwrap_or(false)
 }
 
 struct Worker {
@@ -156,8 +217,22 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         Ok(Outcome::Vanished) => return Err("the cgroup hierarchy vanished".into()),
         Err(e) => return Err(format!("cannot make the demo node: {e}")),
     }
-    let mut node = DemoNode { cg, root, made: Vec::new(), workers: Vec::new() };
     let scratch = tempfile_dir(&plan.scratch)?;
+    // Dropped last (declared first): swap goes off after the node is gone.
+    let (swap, swap_note) = match plan.swap {
+        Some(size) if !machine_has_swap() => match SwapFile::add(scratch.path(), size) {
+            Ok(s) => (Some((s, size)), None),
+            Err(e) => (None, Some(format!("no swap added ({e}); the demo runs without swap"))),
+        },
+        Some(_) => (None, Some("the machine has swap of its own; none added".to_string())),
+        None => (None, None),
+    };
+    let mut node = DemoNode { cg, root, made: Vec::new(), workers: Vec::new() };
+    match (&swap, &swap_note) {
+        (Some((_, size)), _) => say(&format!("added {} MiB of swap for the demo", size / MIB)),
+        (None, Some(note)) => say(note),
+        (None, None) => {}
+    }
     let file = scratch.path().join("production-working-set");
     let file_arg = file.to_string_lossy().to_string();
     let prod_args = vec!["file".to_string(), file_arg, format!("{}", plan.production_working_set)];
@@ -250,6 +325,8 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         with_agent: mean(&all),
         after_preemption: (!after.is_empty()).then(|| mean(&after)),
         preempted,
+        swap_added: swap.as_ref().map(|(_, size)| *size),
+        swap_note,
     })
 }
 

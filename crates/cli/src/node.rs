@@ -82,6 +82,9 @@ pub struct DemoArgs {
     /// Where production's working-set file is written (must be a disk, not tmpfs).
     #[arg(long, default_value = "/var/tmp")]
     scratch: PathBuf,
+    /// Do not add a 512 MiB swap file for the demo when the machine has no swap.
+    #[arg(long)]
+    no_swap: bool,
 }
 
 #[derive(Debug, Args)]
@@ -300,6 +303,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         hogs: vec![64 * MIB, 64 * MIB],
         phase: std::time::Duration::from_secs(args.phase_seconds),
         scratch: args.scratch,
+        swap: (!args.no_swap).then_some(512 * MIB),
     };
     let s = overbook_agent::demo::run(&plan, |line| println!("{line}"))
         .map_err(|e| anyhow::anyhow!("demo: {e}"))?;
@@ -316,6 +320,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     );
     if let Some(a) = s.after_preemption {
         println!("{:<36} {:>14.0} {:>9.0}%", "  after its preemption", a, pct(a));
+    }
+    if let Some(size) = s.swap_added {
+        println!("swap: {} MiB added for the demo, removed again", size / MIB);
     }
     println!(
         "preempted: {}",
