@@ -64,6 +64,9 @@ pub struct ContainerStatus {
     pub pressure_some_avg10: Option<f64>,
     pub processes: usize,
     pub state: String,
+    /// Processes the kernel's OOM killer killed in it, where counted.
+    #[serde(default)]
+    pub oom_kills: Option<u64>,
 }
 
 /// The node as `overbook status` shows it.
@@ -180,6 +183,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     refaults_per_s: k.refault_rate,
                     pressure_some_avg10: k.counters.pressure.map(|p| p.some.avg10),
                     processes: k.members,
+                    oom_kills: k.counters.oom_kills,
                     state: if k.members == 0 {
                         "empty"
                     } else if k.frozen {
@@ -237,6 +241,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             self.suspended.remove(&id);
             self.record(now, "gone", Some(&path), json!({ "id": id.0 }));
+        }
+        for (id, kills) in std::mem::take(&mut self.sample.kernel_kills) {
+            let Some(k) = self.view.by_id(id) else { continue };
+            let (path, class) = (k.path.clone(), k.class);
+            self.record(
+                now,
+                "kernel-oom-kill",
+                Some(&path),
+                json!({ "kills": kills, "class": class.as_str() }),
+            );
         }
         for id in std::mem::take(&mut self.sample.emptied) {
             let Some(k) = self.view.by_id(id) else { continue };

@@ -114,6 +114,7 @@ mod tests {
                 pressure_some_avg10: None,
                 processes: 1,
                 state: "frozen".into(),
+                oom_kills: None,
             }],
             ..NodeStatus::default()
         };

@@ -53,6 +53,9 @@ pub struct NodeSample {
     /// Containers whose last process left since the last sample (or found
     /// empty): their leftover page cache can be released.
     pub emptied: Vec<ContainerId>,
+    /// Containers where the kernel's OOM killer killed since the last
+    /// sample, with how many it killed.
+    pub kernel_kills: Vec<(ContainerId, u64)>,
 }
 
 /// The node's containers, sampled.
@@ -157,6 +160,13 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 Some(mut k) => {
                     if k.members > 0 && members == 0 {
                         sample.emptied.push(k.id);
+                    }
+                    if let (Some(now_kills), Some(before)) =
+                        (counters.oom_kills, k.counters.oom_kills)
+                    {
+                        if now_kills > before {
+                            sample.kernel_kills.push((k.id, now_kills - before));
+                        }
                     }
                     let secs = now.since(k.read_at).as_secs_f64();
                     if secs > 0.0 {

@@ -196,6 +196,10 @@ pub struct MemoryCounters {
     /// first, without swap (`usage - inactive_file` is the kubelet's
     /// "working set").
     pub inactive_file: u64,
+    /// Processes the kernel's OOM killer killed in the container (v2
+    /// `memory.events` `oom_kill`, v1 `memory.oom_control`); `None` where
+    /// the kernel does not count them.
+    pub oom_kills: Option<u64>,
     /// The container's own memory PSI; `None` on v1 or with PSI off.
     pub pressure: Option<Pressure>,
 }

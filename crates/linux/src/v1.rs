@@ -20,6 +20,7 @@ use crate::fsio;
 use crate::kill;
 use crate::parse::{
     ByteCount, CgroupProcs, FreezerState, Limit, Mounts, Pid, ProcCgroup, V1MemoryStat,
+    V1OomControl,
 };
 
 /// Containers on cgroup v1, rooted at a directory of the memory hierarchy
@@ -120,6 +121,10 @@ impl ContainerCgroups for V1Cgroups {
         })?);
         let stat =
             done_or_return!(fsio::read_parsed(&dir.join("memory.stat"), V1MemoryStat::parse)?);
+        let oom = done_or_return!(fsio::read_parsed_optional(
+            &dir.join(V1OomControl::FILE),
+            V1OomControl::parse
+        )?);
         Ok(Outcome::Done(MemoryCounters {
             usage: usage.0,
             major_faults: stat.total_pgmajfault,
@@ -127,6 +132,7 @@ impl ContainerCgroups for V1Cgroups {
             refault_file: stat.total_refault_file_any(),
             swap: stat.total_swap,
             inactive_file: stat.total_inactive_file,
+            oom_kills: oom.and_then(|o| o.oom_kill),
             pressure: None,
         }))
     }

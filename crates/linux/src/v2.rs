@@ -18,8 +18,8 @@ use crate::error::CgroupError;
 use crate::fsio;
 use crate::kill;
 use crate::parse::{
-    ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemoryStat, Mounts, Pid, Pressure,
-    ProcCgroup,
+    ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemoryEvents, MemoryStat, Mounts,
+    Pid, Pressure, ProcCgroup,
 };
 use crate::v1::read_proc;
 
@@ -130,6 +130,10 @@ impl ContainerCgroups for V2Cgroups {
                 }
                 Err(e) => return Err(e),
             };
+        let events = done_or_return!(fsio::read_parsed_optional(
+            &dir.join(MemoryEvents::FILE),
+            MemoryEvents::parse
+        )?);
         Ok(Outcome::Done(MemoryCounters {
             usage: usage.0,
             major_faults: stat.pgmajfault,
@@ -137,6 +141,7 @@ impl ContainerCgroups for V2Cgroups {
             refault_file: stat.refault_file_any(),
             swap: swap.map(|s| s.0),
             inactive_file: stat.inactive_file,
+            oom_kills: events.and_then(|e| e.oom_kill),
             pressure,
         }))
     }
