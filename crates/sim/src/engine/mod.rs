@@ -296,7 +296,7 @@ impl<'m> Engine<'m> {
                     return;
                 };
                 if let Some(t) = self.task_mut(slot) {
-                    t.spec.profile.push(offset, mem);
+                    t.push_usage(offset, mem);
                 }
                 self.memory_may_have_changed(slot);
             }

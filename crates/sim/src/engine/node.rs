@@ -42,7 +42,7 @@ pub struct Node {
     pub capacity: Bytes,
     pub swap_total: Bytes,
     pub swap_used: Bytes,
-    pub policy: NodePolicy,
+    pub policy: Box<NodePolicy>,
     /// The tasks holding memory here (running, dying, freezing, dumping,
     /// resuming), in the order they came.
     pub members: Vec<Member>,
@@ -83,7 +83,7 @@ impl Node {
             capacity,
             swap_total,
             swap_used: 0,
-            policy,
+            policy: Box::new(policy),
             members: Vec::new(),
             demand: 0,
             running_cpus: 0.0,

@@ -7,6 +7,9 @@ use overbook_core::launch::TaskRequest;
 use overbook_core::{Bytes, ContainerId, ImageInfo, Time};
 use std::time::Duration;
 
+/// Profile points a task keeps at hand (`Task::window`).
+const WINDOW: usize = 6;
+
 /// Where a task is in its life. A finished task has no phase: it leaves the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -75,6 +78,12 @@ pub struct Task {
     /// index of the first point after it): a task moves through its
     /// profile point by point, so no search is needed.
     cursor: usize,
+    /// A copy of the profile's points from `window_start` on (`window_len`
+    /// of them), kept in the task so that moving point by point reads the
+    /// profile's own memory only every few points.
+    window: [(Duration, Bytes); WINDOW],
+    window_start: usize,
+    window_len: usize,
     /// Runs so far (a kill ends one).
     pub attempts: u32,
     pub image: Option<ImageInfo>,
@@ -123,6 +132,9 @@ impl Task {
             started: Time::ZERO,
             mem: 0,
             cursor: 0,
+            window: [(Duration::ZERO, 0); WINDOW],
+            window_start: 0,
+            window_len: 0,
             attempts: 0,
             image: None,
             suspended_at: Time::ZERO,
@@ -147,21 +159,43 @@ impl Task {
         self.spec.work.map(|w| w.saturating_sub(self.progress))
     }
 
+    /// Add a usage sample to its profile (a trace's row).
+    pub fn push_usage(&mut self, offset: Duration, mem: Bytes) {
+        self.spec.profile.push(offset, mem);
+        self.window_len = 0;
+    }
+
+    /// Profile point `i` (`i` < the profile's length), from the window when
+    /// it holds it, else the window is refilled from `i - 1` on.
+    fn point(&mut self, i: usize) -> (Duration, Bytes) {
+        let k = i.wrapping_sub(self.window_start);
+        if k < self.window_len {
+            return self.window[k];
+        }
+        let points = self.spec.profile.points();
+        let start = i.saturating_sub(1);
+        let len = (points.len() - start).min(WINDOW);
+        self.window[..len].copy_from_slice(&points[start..start + len]);
+        self.window_start = start;
+        self.window_len = len;
+        points[i]
+    }
+
     /// The index of the first profile point after `progress` (the
     /// profile's `partition_point`), from where it was last time.
     fn locate(&mut self) -> usize {
-        let points = self.spec.profile.points();
+        let len = self.spec.profile.points().len();
         let progress = self.progress;
-        let mut i = self.cursor.min(points.len());
-        if i > 0 && points[i - 1].0 > progress {
-            i = points.partition_point(|p| p.0 <= progress);
+        let mut i = self.cursor.min(len);
+        if i > 0 && self.point(i - 1).0 > progress {
+            i = self.spec.profile.points().partition_point(|p| p.0 <= progress);
         } else {
             let mut steps = 0;
-            while i < points.len() && points[i].0 <= progress {
+            while i < len && self.point(i).0 <= progress {
                 i += 1;
                 steps += 1;
                 if steps == 4 {
-                    i += points[i..].partition_point(|p| p.0 <= progress);
+                    i += self.spec.profile.points()[i..].partition_point(|p| p.0 <= progress);
                     break;
                 }
             }
@@ -173,17 +207,19 @@ impl Task {
     /// Memory its profile gives at its progress (`MemProfile::at`).
     pub fn profile_mem(&mut self) -> Bytes {
         let i = self.locate();
-        let points = self.spec.profile.points();
+        let len = self.spec.profile.points().len();
         match i {
-            0 => points.first().map_or(0, |p| p.1),
-            i => points[i - 1].1,
+            _ if len == 0 => 0,
+            0 => self.point(0).1,
+            i => self.point(i - 1).1,
         }
     }
 
     /// The next work offset at which something changes: its memory, or its end.
     pub fn next_point(&mut self) -> Option<Duration> {
         let i = self.locate();
-        let change = self.spec.profile.points().get(i).map(|p| p.0);
+        let len = self.spec.profile.points().len();
+        let change = (i < len).then(|| self.point(i).0);
         match (change, self.spec.work) {
             (Some(c), Some(w)) => Some(c.min(w)),
             (c, w) => c.or(w),
