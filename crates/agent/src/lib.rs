@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod bench;
 pub mod classes;
 pub mod config;
 pub mod daemon;

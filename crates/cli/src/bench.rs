@@ -3,8 +3,12 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use overbook_agent::bench::kill_latency::{self, KillLatencyReport, KillPlan, Killer, Progress};
+use overbook_agent::bench::overhead::{self, OverheadPlan, OverheadReport};
+use overbook_agent::bench::{Percentiles, WorkloadProgram};
 use overbook_sim::scenario::{self, Scenario};
-use std::time::Instant;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -16,11 +20,67 @@ pub enum BenchCommand {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Kill latency under real thrashing in a node cgroup (root): the
+    /// overbook agent, a 10%-free threshold killer and the kernel OOM killer,
+    /// each killing best-effort victims of every size; p50/p99 of pressure →
+    /// awake, decision → kill issued, kill issued → memory released (also
+    /// as a ratio to the victim's unloaded exit).
+    KillLatency(KillLatencyArgs),
+    /// The agent's own cost (root): `overbook agent` watching N containers
+    /// with one sleeping process each; CPU as % of one core, peak RSS.
+    AgentOverhead(OverheadArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KillLatencyArgs {
+    /// Kills per killer and victim size (and unloaded exits per size).
+    #[arg(long, default_value_t = 30)]
+    kills: usize,
+    /// Victim sizes, comma-separated (`1GiB,4GiB`).
+    #[arg(long, value_delimiter = ',', default_value = "1GiB,4GiB")]
+    sizes: Vec<String>,
+    /// For CI: 3 kills of 256 MiB victims (overrides --kills and --sizes).
+    #[arg(long)]
+    quick: bool,
+    /// Killers to measure, comma-separated: agent, threshold, kernel-oom.
+    #[arg(long, value_delimiter = ',', default_value = "agent,threshold,kernel-oom")]
+    killers: Vec<String>,
+    /// Production's file working set, which the squeeze makes thrash.
+    #[arg(long, default_value = "256MiB")]
+    reader: String,
+    /// The agent's constraint-thrashing tolerance, seconds (the window
+    /// between pressure and decision; it is not part of (a), (b) or (c)).
+    #[arg(long, default_value_t = 0.5)]
+    tolerance: f64,
+    /// Where production's working-set file is written (a disk, not tmpfs).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+    /// Write every trial and the summary as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OverheadArgs {
+    /// Containers, each with one `sleep 3600`.
+    #[arg(long, default_value_t = 200)]
+    containers: usize,
+    /// Seconds measured (after a 5 s warm-up).
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// The agent's sampling period, seconds.
+    #[arg(long, default_value_t = 0.1)]
+    period: f64,
+    /// Write the result as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Sim { set } => bench_sim(&set),
+        BenchCommand::KillLatency(args) => kill_latency(args),
+        BenchCommand::AgentOverhead(args) => agent_overhead(args),
     }
 }
 
@@ -53,4 +113,235 @@ fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+const MIB: u64 = 1 << 20;
+
+fn need_root(what: &str) -> Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        anyhow::bail!("{what} makes a node cgroup and runs real workloads in it: it needs root");
+    }
+    Ok(())
+}
+
+fn kill_latency(args: KillLatencyArgs) -> Result<()> {
+    need_root("bench kill-latency")?;
+    let size = |s: &str| {
+        overbook_agent::config::parse_size_text(s).map_err(|e| anyhow::anyhow!("{s:?}: {e}"))
+    };
+    let (kills, sizes) = if args.quick {
+        (3, vec![256 * MIB])
+    } else {
+        (args.kills, args.sizes.iter().map(|s| size(s)).collect::<Result<Vec<_>>>()?)
+    };
+    let killers = args
+        .killers
+        .iter()
+        .map(|k| match k.as_str() {
+            "agent" => Ok(Killer::Agent),
+            "threshold" => Ok(Killer::Threshold),
+            "kernel-oom" => Ok(Killer::KernelOom),
+            other => anyhow::bail!("unknown killer {other:?} (agent, threshold, kernel-oom)"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !(args.tolerance > 0.0 && args.tolerance <= 600.0) {
+        anyhow::bail!("--tolerance must be in (0, 600] seconds");
+    }
+    let plan = KillPlan {
+        workload: WorkloadProgram {
+            program: std::env::current_exe().context("finding the overbook binary")?,
+            prefix: vec!["workload".into()],
+        },
+        sizes,
+        kills,
+        killers,
+        reader: size(&args.reader)?,
+        scratch: args.scratch,
+        tolerance: args.tolerance,
+        period: Duration::from_millis(100),
+        threshold: 0.1,
+        released_below: 0.05,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} trials  {msg}",
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .progress_chars("=> "),
+    );
+    let say = |m: String| {
+        if bar.is_hidden() {
+            eprintln!("{m}");
+        } else {
+            bar.println(m);
+        }
+    };
+    let mut progress = |p: Progress<'_>| match p {
+        Progress::Total(n) => bar.set_length(n),
+        Progress::Phase(m) => say(m),
+        Progress::Trial(t) => {
+            bar.inc(1);
+            let who = t.killer.map_or("unloaded exit", Killer::as_str);
+            let c = t.issue_to_release_ms.map_or("-".into(), |v| format!("{v:.0} ms"));
+            bar.set_message(format!("{} MiB, {who}: released in {c}", t.size / MIB));
+            if let Some(p) = &t.problem {
+                say(format!("  {} MiB, {who}, round {}: {p}", t.size / MIB, t.round));
+            }
+        }
+    };
+    let report = kill_latency::run(&plan, &mut progress).map_err(|e| anyhow::anyhow!("{e}"))?;
+    bar.finish_and_clear();
+    print!("{}", kill_table(&report));
+    if let Some(out) = &args.out {
+        std::fs::write(out, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!("JSON: {}", out.display());
+    }
+    println!("everything the benchmark made has been removed");
+    Ok(())
+}
+
+fn p_ms(p: &Percentiles) -> String {
+    let f = |v: Option<f64>| {
+        v.map_or("-".to_string(), |v| {
+            if v.abs() < 10.0 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.0}")
+            }
+        })
+    };
+    format!("{} / {}", f(p.p50), f(p.p99))
+}
+
+fn kill_table(r: &KillLatencyReport) -> String {
+    let mut out = format!(
+        "kill latency on Linux {} (cgroup {}), production reads {} MiB, agent tolerance {} s, \
+         sampling {} ms; p50 / p99 in ms\n",
+        r.kernel,
+        r.cgroup_version,
+        r.reader / MIB,
+        r.tolerance_s,
+        r.period_ms
+    );
+    for s in &r.sizes {
+        out += &format!(
+            "\nvictim {} MiB (node {} MiB): unloaded exit {} ms (n={})\n",
+            s.size / MIB,
+            s.node_limit / MIB,
+            p_ms(&s.unloaded_exit_ms),
+            s.unloaded_exit_ms.n
+        );
+        out += &format!(
+            "{:<22} {:>5} {:>6} {:>16} {:>16} {:>16} {:>13} {:>16}\n",
+            "KILLER",
+            "KILLS",
+            "FAILED",
+            "(a) PRESS→AWAKE",
+            "(b) DECIDE→KILL",
+            "(c) KILL→FREED",
+            "(c)/UNLOADED",
+            "PRESS→KILL"
+        );
+        for k in &s.killers {
+            let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let b = if k.killer == Killer::KernelOom {
+                "(in (a))".to_string()
+            } else {
+                p_ms(&k.decision_to_issue_ms)
+            };
+            out += &format!(
+                "{:<22} {:>5} {:>6} {:>16} {:>16} {:>16} {:>13} {:>16}\n",
+                k.killer.as_str(),
+                k.kills,
+                k.failed,
+                p_ms(&k.pressure_to_awake_ms),
+                b,
+                p_ms(&k.issue_to_release_ms),
+                format!(
+                    "{} / {}",
+                    ratio(k.release_vs_unloaded_p50),
+                    ratio(k.release_vs_unloaded_p99)
+                ),
+                p_ms(&k.pressure_to_issue_ms)
+            );
+            let mut notes = Vec::new();
+            if k.before_stall > 0 {
+                notes.push(format!("{} of {} killed before any stall", k.before_stall, k.kills));
+            }
+            if k.killer == Killer::Agent {
+                notes.push(format!(
+                    "woken by its PSI trigger at (a): {} of {}",
+                    k.woken_by_psi, k.kills
+                ));
+            }
+            if !notes.is_empty() {
+                out += &format!("{:<22} ({})\n", "", notes.join("; "));
+            }
+        }
+    }
+    out
+}
+
+fn agent_overhead(args: OverheadArgs) -> Result<()> {
+    need_root("bench agent-overhead")?;
+    if !(args.period >= 0.01 && args.period <= 60.0) {
+        anyhow::bail!("--period must be in [0.01, 60] seconds");
+    }
+    let plan = OverheadPlan {
+        overbook: std::env::current_exe().context("finding the overbook binary")?,
+        containers: args.containers,
+        seconds: args.seconds.max(1),
+        period: Duration::from_secs_f64(args.period),
+        warmup: Duration::from_secs(5),
+    };
+    let bar = indicatif::ProgressBar::new(plan.seconds);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} s")
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .progress_chars("=> "),
+    );
+    let say = |m: &str| {
+        if bar.is_hidden() {
+            eprintln!("{m}");
+        } else {
+            bar.println(m);
+        }
+    };
+    let r =
+        overhead::run(&plan, say, |s| bar.set_position(s)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    bar.finish_and_clear();
+    print!("{}", overhead_table(&r));
+    if let Some(out) = &args.out {
+        std::fs::write(out, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!("JSON: {}", out.display());
+    }
+    println!("everything the benchmark made has been removed");
+    Ok(())
+}
+
+fn overhead_table(r: &OverheadReport) -> String {
+    let mut out = format!(
+        "overbook agent watching {} containers ({} seen) every {} s, measured {:.1} s\n",
+        r.containers, r.containers_seen, r.period_s, r.seconds
+    );
+    out += &format!(
+        "CPU:        {:.2}% of one core (user {:.2}%, system {:.2}%); {:.2} ms per sample\n",
+        r.cpu_percent_of_core, r.user_percent, r.system_percent, r.cpu_ms_per_sample
+    );
+    out += &format!(
+        "CPU/second: p50 {:.2}%, p99 {:.2}%\n",
+        r.cpu_percent_per_second.p50.unwrap_or(0.0),
+        r.cpu_percent_per_second.p99.unwrap_or(0.0)
+    );
+    out += &format!(
+        "memory:     peak RSS (VmHWM) {:.1} MiB, RSS {:.1} MiB, locked {:.1} MiB, {} threads\n",
+        r.vm_hwm_kib as f64 / 1024.0,
+        r.vm_rss_kib as f64 / 1024.0,
+        r.vm_lck_kib as f64 / 1024.0,
+        r.threads
+    );
+    out
 }
