@@ -12,6 +12,7 @@ mod guarantee;
 mod node;
 mod placement;
 mod points;
+mod prefetch;
 mod queue;
 mod task;
 
@@ -253,7 +254,13 @@ impl<'m> Engine<'m> {
                 }
                 pending = workload.next().transpose()?;
             } else if let Some((_, ev)) = self.queue.pop() {
+                if let Some(next) = self.queue.peek() {
+                    self.prefetch(next);
+                }
                 self.on_event(ev);
+                if let Some(next) = self.queue.peek() {
+                    self.prefetch_members(next);
+                }
             }
         }
         Ok(self.finish(variant))
@@ -433,7 +440,7 @@ impl<'m> Engine<'m> {
                 self.advance(node);
                 self.step(node);
             }
-            Event::Point { node, epoch } => self.on_point(node, epoch),
+            Event::Point { node, epoch, .. } => self.on_point(node, epoch),
             Event::Released { slot, epoch } => self.on_released(slot, epoch),
             Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
             Event::Retry { slot, epoch } => {
@@ -441,6 +448,34 @@ impl<'m> Engine<'m> {
                     self.place(slot);
                 }
             }
+        }
+    }
+
+    /// Ask the cache for what `ev` touches first, while another event runs.
+    fn prefetch(&self, ev: Event) {
+        match ev {
+            Event::Wake { node } => prefetch::prefetch(&self.nodes[node as usize]),
+            Event::Point { node, slot, .. } => {
+                prefetch::prefetch(&self.nodes[node as usize]);
+                if let Some(task) = self.slots.get(slot as usize) {
+                    prefetch::prefetch(task);
+                }
+            }
+            Event::Released { slot, .. }
+            | Event::Resumed { slot, .. }
+            | Event::Retry { slot, .. } => {
+                if let Some(task) = self.slots.get(slot as usize) {
+                    prefetch::prefetch(task);
+                }
+            }
+        }
+    }
+
+    /// Ask the cache for the members of the node `ev` is for: by now its
+    /// node (`prefetch`) is at hand to say where they are.
+    fn prefetch_members(&self, ev: Event) {
+        if let Event::Wake { node } | Event::Point { node, .. } = ev {
+            prefetch::prefetch_slice(&self.nodes[node as usize].members);
         }
     }
 
@@ -610,6 +645,11 @@ impl<'m> Engine<'m> {
         let mut observed = std::mem::take(&mut self.observed);
         observed.clear();
         let n = &self.nodes[node as usize];
+        for m in &n.members {
+            if let Some(task) = self.slots.get(m.slot as usize) {
+                prefetch::prefetch(task);
+            }
+        }
         for m in &n.members {
             if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {
                 if m.running {

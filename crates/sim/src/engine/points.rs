@@ -146,12 +146,13 @@ impl Engine<'_> {
     /// Keep the node's one point event at its members' first point.
     fn update_point(&mut self, node: u32) {
         let n = &mut self.nodes[node as usize];
-        let first = n.first_point().map(|m| (m.at, m.seq));
-        if first != n.point {
-            n.point = first;
+        let first = n.first_point().map(|m| (m.at, m.seq, m.slot));
+        if first.map(|(at, seq, _)| (at, seq)) != n.point {
+            n.point = first.map(|(at, seq, _)| (at, seq));
             n.point_epoch = n.point_epoch.wrapping_add(1);
-            if let Some((at, seq)) = first {
-                self.queue.push_stamped(at, seq, Event::Point { node, epoch: n.point_epoch });
+            if let Some((at, seq, slot)) = first {
+                let epoch = n.point_epoch;
+                self.queue.push_stamped(at, seq, Event::Point { node, epoch, slot });
             }
         }
     }

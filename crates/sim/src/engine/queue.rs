@@ -17,8 +17,9 @@ pub enum Event {
     /// Step the node's policy (a sample while it thrashes, or a time the policy asked for).
     Wake { node: u32 },
     /// A running task on the node reaches its next memory change point or the
-    /// end of its work. `epoch` must still match the node's, or the event is stale.
-    Point { node: u32, epoch: u32 },
+    /// end of its work. `epoch` must still match the node's, or the event is
+    /// stale. `slot` is the task's when scheduled, only to prefetch it.
+    Point { node: u32, epoch: u32, slot: u32 },
     /// A preemption's memory is released (kill delay over, swap-out or dump done).
     Released { slot: u32, epoch: u32 },
     /// A resumed task is back in memory (thaw swapped in, or image restored).
@@ -122,6 +123,15 @@ impl EventQueue {
         }
         let i = self.least()?;
         Some(Time((self.buckets[0][i].0 >> 64) as u64))
+    }
+
+    /// The event `pop` would take now.
+    pub fn peek(&mut self) -> Option<Event> {
+        if !self.settle() {
+            return None;
+        }
+        let i = self.least()?;
+        Some(self.buckets[0][i].1)
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
