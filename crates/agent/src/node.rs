@@ -230,9 +230,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         // The kubelet's working set: inactive page cache is what the kernel
         // drops first, so it counts as available; active cache is someone's
         // working set (and counting it would hide file thrashing).
-        let root_usage = match self.cgroups.counters(&self.root)? {
-            Outcome::Done(c) => Some(c.usage.saturating_sub(c.inactive_file)),
-            Outcome::Vanished => None,
+        let (root_usage, root_hits) = match self.cgroups.counters(&self.root)? {
+            Outcome::Done(c) => (Some(c.usage.saturating_sub(c.inactive_file)), c.limit_hits),
+            Outcome::Vanished => (None, None),
         };
         let limit = match self.cgroups.limit(&self.root) {
             Ok(Outcome::Done(l)) => l.bytes(),
@@ -253,6 +253,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             swap_total: mem.swap_total,
             swap_free: mem.swap_free,
             stall,
+            // Only a node with a limit of its own hits it; a node that is
+            // the whole machine has no such count (every interval counts).
+            reclaims: limit.and(root_hits),
         })
     }
 }

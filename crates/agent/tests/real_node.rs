@@ -103,7 +103,15 @@ impl Node {
             cg.create(&root, Some(Limit::Bytes(limit))).expect("create node"),
             Outcome::Done(())
         );
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on disk");
+        // On the host, a disk (production's file thrashes as page cache);
+        // in the VM (`scripts/vm`, read-only root) the guest's tmpfs, whose
+        // pages thrash through its zram swap instead.
+        let scratch = if std::env::var_os("OVERBOOK_VM").is_some() {
+            std::path::PathBuf::from("/var/tmp")
+        } else {
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        };
+        let dir = tempfile::tempdir_in(scratch).expect("scratch directory");
         Some(Node { _serial: serial, cg, root, containers: Vec::new(), workers: Vec::new(), dir })
     }
 
@@ -171,7 +179,8 @@ impl Node {
     fn refaults(&self, name: &str) -> u64 {
         let path = self.root.child(name).expect("valid");
         let c = self.cg.counters(&path).expect("read").done().expect("there");
-        c.refault_file.unwrap_or(0) + c.major_faults
+        // File pages on the host; tmpfs pages (swapped, so anon) in the VM.
+        c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0) + c.major_faults
     }
 }
 

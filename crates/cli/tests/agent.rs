@@ -94,7 +94,7 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
         overbook_agent::api::get(std::path::Path::new(socket), "/metrics").expect("metrics");
     assert!(metrics.contains("overbook_node_memory_available_bytes"), "{metrics}");
     let missing = overbook_agent::api::get(std::path::Path::new(socket), "/nope").unwrap_err();
-    assert!(missing.to_string().contains("404"), "{missing}");
+    assert!(missing.to_string().contains("no such endpoint: /nope"), "{missing}");
 
     let pid = rustix::process::Pid::from_raw(agent.id() as i32).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");

@@ -202,6 +202,11 @@ pub struct NodeStats {
     pub swap_free: Bytes,
     /// Cumulative node-wide memory stall time (PSI `some total`), where known.
     pub stall: Option<Duration>,
+    /// Cumulative times the node's memory was full and had to be reclaimed
+    /// to charge more (v1 `memory.failcnt`, v2 `memory.events` `max` of the
+    /// node's cgroup), where known. Refaults while it does not grow are a
+    /// working set being read back into free memory, not thrashing.
+    pub reclaims: Option<u64>,
 }
 
 /// One observation of a node: the time and everything measured at it.

@@ -200,6 +200,9 @@ pub struct MemoryCounters {
     /// `memory.events` `oom_kill`, v1 `memory.oom_control`); `None` where
     /// the kernel does not count them.
     pub oom_kills: Option<u64>,
+    /// Times usage reached the container's limit and had to reclaim to
+    /// charge more (v1 `memory.failcnt`, v2 `memory.events` `max`).
+    pub limit_hits: Option<u64>,
     /// The container's own memory PSI; `None` on v1 or with PSI off.
     pub pressure: Option<Pressure>,
 }

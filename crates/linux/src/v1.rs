@@ -121,6 +121,10 @@ impl ContainerCgroups for V1Cgroups {
         })?);
         let stat =
             done_or_return!(fsio::read_parsed(&dir.join("memory.stat"), V1MemoryStat::parse)?);
+        let failcnt =
+            done_or_return!(fsio::read_parsed_optional(&dir.join("memory.failcnt"), |t| {
+                ByteCount::parse("memory.failcnt", t)
+            })?);
         let oom = done_or_return!(fsio::read_parsed_optional(
             &dir.join(V1OomControl::FILE),
             V1OomControl::parse
@@ -133,6 +137,7 @@ impl ContainerCgroups for V1Cgroups {
             swap: stat.total_swap,
             inactive_file: stat.total_inactive_file,
             oom_kills: oom.and_then(|o| o.oom_kill),
+            limit_hits: failcnt.map(|f| f.0),
             pressure: None,
         }))
     }

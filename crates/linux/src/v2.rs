@@ -141,7 +141,8 @@ impl ContainerCgroups for V2Cgroups {
             refault_file: stat.refault_file_any(),
             swap: swap.map(|s| s.0),
             inactive_file: stat.inactive_file,
-            oom_kills: events.and_then(|e| e.oom_kill),
+            oom_kills: events.as_ref().and_then(|e| e.oom_kill),
+            limit_hits: events.as_ref().map(|e| e.max),
             pressure,
         }))
     }

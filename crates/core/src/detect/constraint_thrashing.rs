@@ -18,6 +18,12 @@
 //! the simulator every `sample_period` while a node thrashes); a `Watching`
 //! verdict says when the next look is due.
 //!
+//! Where the node reports how often its memory was full
+//! ([`crate::model::NodeStats::reclaims`]), an interval in which it was never
+//! full counts as no increase: after a kill, a container reading its evicted
+//! working set back into free memory refaults for as long as that takes
+//! (seconds on a slow swap device), and that is recovery, not thrashing.
+//!
 //! Per-cgroup PSI (`stall`) is not used: memory stall time also grows during
 //! plain reclaim that refaults nothing, so counting it would fire earlier than
 //! 000 on pressure that is not thrashing, and thrashing itself already shows
@@ -59,13 +65,21 @@ pub(super) struct ConstraintThrashing {
     tolerance: Duration,
     min_rate: f64,
     samples: Samples<Runs>,
+    /// The node's `reclaims` at the last observation.
+    last_reclaims: Option<u64>,
     /// Reused between observations so that a calm step allocates nothing.
     hits: Vec<Hit>,
 }
 
 impl ConstraintThrashing {
     pub fn new(tolerance: Duration, min_rate: f64) -> ConstraintThrashing {
-        ConstraintThrashing { tolerance, min_rate, samples: Samples::new(), hits: Vec::new() }
+        ConstraintThrashing {
+            tolerance,
+            min_rate,
+            samples: Samples::new(),
+            last_reclaims: None,
+            hits: Vec::new(),
+        }
     }
 }
 
@@ -85,13 +99,20 @@ impl Detector for ConstraintThrashing {
 
     fn observe(&mut self, obs: &Observation<'_>) -> Verdict {
         let now = obs.now;
+        // Unknown either side: every interval may be thrashing, as in 000.
+        let full = match (obs.node.reclaims, self.last_reclaims) {
+            (Some(now), Some(before)) => now > before,
+            _ => true,
+        };
+        self.last_reclaims = obs.node.reclaims;
         let mut decide_at: Option<Time> = None;
         self.hits.clear();
         self.samples.begin();
         for c in obs.containers {
             let (sample, runs) = self.samples.advance(now, c);
             if let Sample::Step(step) = sample {
-                let (major, refault) = (step.major_delta(), step.refault_delta());
+                let (major, refault) =
+                    if full { (step.major_delta(), step.refault_delta()) } else { (0, 0) };
                 extend(&mut runs.major, &step, major, step.before.major_faults, self.min_rate);
                 extend(&mut runs.refault, &step, refault, step.before.refaults(), self.min_rate);
             }
@@ -184,6 +205,38 @@ mod tests {
             node: NodeStats::default(),
             containers: cs,
         })
+    }
+
+    #[test]
+    fn refaults_into_free_memory_are_recovery_not_thrashing() {
+        let mut d = detector();
+        let at_node = |d: &mut ConstraintThrashing, secs: f64, reclaims: u64, refaults: u64| {
+            d.observe(&Observation {
+                now: Time::from_secs_f64(secs),
+                node: NodeStats { reclaims: Some(reclaims), ..NodeStats::default() },
+                containers: &[container(1, Class::Production, 0, refaults)],
+            })
+        };
+        at_node(&mut d, 0.0, 7, 0);
+        // Refaulting for 10 s while the node never ran out of memory: calm.
+        for i in 1u32..=20 {
+            let v = at_node(&mut d, f64::from(i) * 0.5, 7, 100 * u64::from(i));
+            assert_eq!(v, Verdict::Calm, "t={}", f64::from(i) * 0.5);
+        }
+        // The same refaults while the node keeps hitting its limit: fires
+        // once they have lasted the tolerance.
+        let mut fired = None;
+        for i in 21u32..=30 {
+            let t = f64::from(i) * 0.5;
+            if let Verdict::Fire(trigger) = at_node(&mut d, t, 7 + u64::from(i), 100 * u64::from(i))
+            {
+                fired = Some((t, trigger.lasted));
+                break;
+            }
+        }
+        let (t, lasted) = fired.expect("fires under pressure");
+        assert_eq!(t, 13.0);
+        assert_eq!(lasted, TOL);
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl Node {
 
     pub fn stats(&self) -> NodeStats {
         NodeStats {
+            reclaims: None,
             capacity: self.capacity,
             available: self.capacity.saturating_sub(self.demand),
             swap_total: self.swap_total,
