@@ -99,6 +99,9 @@ pub struct Agent<C> {
     resumes: u64,
     tasks: Tasks,
     task_log_dir: PathBuf,
+    protect_critical: bool,
+    /// The `memory.min` last given to each protected critical container.
+    protected: BTreeMap<ContainerId, u64>,
 }
 
 impl<C> Agent<C> {
@@ -136,6 +139,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             resumes: 0,
             tasks: Tasks::default(),
             task_log_dir: config.task_log_dir.clone(),
+            protect_critical: config.protect_critical,
+            protected: BTreeMap::new(),
         })
     }
 
@@ -145,6 +150,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.reap(now);
         self.sample = self.view.sample(now)?;
         self.note_arrivals_and_departures(now);
+        if self.protect_critical {
+            self.protect_critical_containers(now);
+        }
         for (id, m) in &mut self.tasks.by_id {
             if let Some(k) = self.view.by_id(*id) {
                 m.peak = m.peak.max(k.counters.usage);
@@ -434,6 +442,51 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.policy.suspended(now, task, usage);
                 self.suspended.insert(id, path.clone());
                 self.record(now, "resume-failed", Some(&path), json!({ "error": e.to_string() }));
+            }
+        }
+    }
+
+    /// Critical containers: swap bypass at once, and (v2) `memory.min`
+    /// raised to their usage as it grows, so the working set of a job
+    /// manager is never reclaimed (000 §5.6: only critical ones; production
+    /// keeps the default swappiness).
+    fn protect_critical_containers(&mut self, now: Time) {
+        let v2 = self.view.cgroups().version() == overbook_linux::CgroupVersion::V2;
+        let critical: Vec<(ContainerId, ContainerPath, u64)> = self
+            .view
+            .containers()
+            .filter(|k| k.class == overbook_core::Class::Critical && k.members > 0)
+            .map(|k| (k.id, k.path.clone(), k.counters.usage))
+            .collect();
+        self.protected.retain(|id, _| critical.iter().any(|(c, _, _)| c == id));
+        for (id, path, usage) in critical {
+            let first = !self.protected.contains_key(&id);
+            let floor = self.protected.get(&id).copied().unwrap_or(0);
+            // Raise the floor in steps (a tenth at least), not at every sample.
+            let grown = usage > floor.saturating_add(floor / 10).max(1 << 20);
+            if !first && !(v2 && grown) {
+                continue;
+            }
+            let protection = overbook_linux::Protection {
+                swap: Some(overbook_linux::SwapPolicy::Never),
+                min: v2.then_some(overbook_linux::Limit::Bytes(usage)),
+                ..overbook_linux::Protection::default()
+            };
+            self.protected.insert(id, usage);
+            match self.view.cgroups().protect(&path, &protection) {
+                Ok(_) if first => self.record(
+                    now,
+                    "protected",
+                    Some(&path),
+                    json!({ "swap": "never", "min": v2.then_some(usage) }),
+                ),
+                Ok(_) => {}
+                Err(e) => self.record(
+                    now,
+                    "protect-failed",
+                    Some(&path),
+                    json!({ "error": e.to_string() }),
+                ),
             }
         }
     }

@@ -34,6 +34,10 @@ pub struct AgentConfig {
     pub event_log: Option<PathBuf>,
     /// Where the output of tasks started by `overbook run` goes (`NAME.log`).
     pub task_log_dir: PathBuf,
+    /// Critical containers bypass swap and have their memory protected
+    /// (000 Table 2; v2 `memory.swap.max = 0` and `memory.min`, v1
+    /// `memory.swappiness = 0`).
+    pub protect_critical: bool,
     /// Which container is of which class; unmatched ones are `default_class`.
     pub classes: ClassRules,
     pub policy: PolicyConfig,
@@ -47,6 +51,7 @@ impl Default for AgentConfig {
             sample_period: Duration::from_millis(100),
             event_log: None,
             task_log_dir: PathBuf::from("/var/log/overbook/tasks"),
+            protect_critical: true,
             classes: ClassRules::default(),
             policy: PolicyConfig::default(),
         }
@@ -81,6 +86,7 @@ struct RawAgent {
     sample_period: Option<f64>,
     event_log: Option<PathBuf>,
     task_log_dir: Option<PathBuf>,
+    protect_critical: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,6 +168,7 @@ impl RawConfig {
             sample_period,
             event_log: self.agent.event_log,
             task_log_dir: self.agent.task_log_dir.unwrap_or(defaults.task_log_dir),
+            protect_critical: self.agent.protect_critical.unwrap_or(defaults.protect_critical),
             classes: ClassRules::new(rules, default_class),
             policy: self.policy,
         })

@@ -14,8 +14,8 @@ use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_core::Time;
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
-    host_cgroups, ContainerCgroups, ContainerControl, ContainerPath, HostSupport, Limit,
-    NodeCgroups, Outcome,
+    host_cgroups, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, HostSupport,
+    Limit, NodeCgroups, Outcome,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
@@ -434,4 +434,37 @@ fn a_run_task_killed_by_a_preemption_is_queued_again_not_lost() {
     let waiting = agent.status().queued;
     let running = agent.status().containers.iter().any(|c| c.name == victim && c.processes > 0);
     assert!(waiting.contains(&victim) || running, "{victim} neither queued nor running again");
+}
+
+#[test]
+fn critical_containers_bypass_swap_and_keep_their_memory_production_does_not() {
+    let Some(mut node) = Node::new("protect", 256 * MIB) else { return };
+    node.hog("crit-am", 32, None);
+    node.hog("prod-web", 32, None);
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    run_for(&mut agent, start, Duration::from_secs(10), |a| !kinds(a, "protected").is_empty());
+    let protected = kinds(&agent, "protected");
+    assert_eq!(protected.len(), 1, "{protected:?}");
+    assert!(protected[0]["container"].as_str().is_some_and(|c| c.ends_with("/crit-am")));
+    let read = |name: &str, file: &str| -> String {
+        let dir = match node.cg.version() {
+            CgroupVersion::V1 => format!("/sys/fs/cgroup/memory/{}/{name}", node.root.as_str()),
+            CgroupVersion::V2 => format!("/sys/fs/cgroup/{}/{name}", node.root.as_str()),
+        };
+        std::fs::read_to_string(format!("{dir}/{file}")).expect("kernel file").trim().to_string()
+    };
+    match node.cg.version() {
+        CgroupVersion::V1 => {
+            assert_eq!(read("crit-am", "memory.swappiness"), "0");
+            assert_ne!(read("prod-web", "memory.swappiness"), "0", "production keeps the default");
+        }
+        CgroupVersion::V2 => {
+            assert_eq!(read("crit-am", "memory.swap.max"), "0");
+            let min: u64 = read("crit-am", "memory.min").parse().expect("bytes");
+            assert!(min >= 32 * MIB, "memory.min {min} covers its 32 MiB");
+            assert_eq!(read("prod-web", "memory.swap.max"), "max");
+            assert_eq!(read("prod-web", "memory.min"), "0");
+        }
+    }
 }
