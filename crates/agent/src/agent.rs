@@ -464,7 +464,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let floor = self.protected.get(&id).copied().unwrap_or(0);
             // Raise the floor in steps (a tenth at least), not at every sample.
             let grown = usage > floor.saturating_add(floor / 10).max(1 << 20);
-            if !first && !(v2 && grown) {
+            let raise = v2 && grown;
+            if !(first || raise) {
                 continue;
             }
             let protection = overbook_linux::Protection {
