@@ -302,6 +302,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     self.record(now, "start-failed", None, json!({ "error": e.to_string() }));
                 }
             }
+            Action::Reclaim { id, bytes } => self.reclaim(now, *id, *bytes),
             Action::Reject { id, reason } => {
                 if let Some(m) = self.tasks.by_id.remove(id) {
                     self.view.unreserve(&m.path);
@@ -312,10 +313,6 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         json!({ "reason": format!("{reason:?}") }),
                     );
                 }
-            }
-            other => {
-                let what = format!("{other:?}");
-                self.record(now, "not-supported", None, json!({ "action": what }));
             }
         }
     }
@@ -444,6 +441,26 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.record(now, "resume-failed", Some(&path), json!({ "error": e.to_string() }));
             }
         }
+    }
+
+    /// Steered reclaim (001, 003): the kernel asked to take `bytes` from
+    /// one container now. Never a critical one, whatever asked.
+    fn reclaim(&mut self, now: Time, id: ContainerId, bytes: u64) {
+        let Some(k) = self.view.by_id(id) else { return };
+        let (path, class, usage) = (k.path.clone(), k.class, k.counters.usage);
+        if class == overbook_core::Class::Critical {
+            self.record(now, "reclaim-refused", Some(&path), json!({ "class": class.as_str() }));
+            return;
+        }
+        let started = Instant::now();
+        let detail = match self.view.cgroups().reclaim(&path, bytes) {
+            Ok(Outcome::Done(got)) => {
+                json!({ "asked": bytes, "reclaimed": got, "usage_before": usage, "took_us": started.elapsed().as_micros() as u64 })
+            }
+            Ok(Outcome::Vanished) => return,
+            Err(e) => json!({ "asked": bytes, "error": e.to_string() }),
+        };
+        self.record(now, "reclaimed", Some(&path), detail);
     }
 
     /// Critical containers: swap bypass at once, and (v2) `memory.min`

@@ -5,6 +5,7 @@ use crate::detect::DetectorConfig;
 use crate::launch::LaunchConfig;
 use crate::preempt::PreemptorConfig;
 use crate::rank::RankerConfig;
+use crate::reclaim::ReclaimerConfig;
 use serde::{Deserialize, Serialize};
 
 /// A configuration value that cannot work, with the dotted key it sits at.
@@ -42,6 +43,7 @@ pub struct PolicyConfig {
     pub ranker: RankerConfig,
     pub preemptor: PreemptorConfig,
     pub launcher: LaunchConfig,
+    pub reclaimer: ReclaimerConfig,
 }
 
 impl PolicyConfig {
@@ -51,6 +53,7 @@ impl PolicyConfig {
         self.ranker.validate().map_err(|e| e.under("ranker"))?;
         self.preemptor.validate().map_err(|e| e.under("preemptor"))?;
         self.launcher.validate().map_err(|e| e.under("launcher"))?;
+        self.reclaimer.validate().map_err(|e| e.under("reclaimer"))?;
         Ok(())
     }
 }
@@ -74,6 +77,9 @@ mod tests {
         ("preemptor", "suspend-and-swap-out", &[]),
         ("preemptor", "checkpoint", &["incremental"]),
         ("preemptor", "adaptive", &["incremental"]),
+        ("reclaimer", "none", &[]),
+        ("reclaimer", "recency", &["headroom", "interval", "growth"]),
+        ("reclaimer", "weighted", &["headroom", "interval"]),
     ];
 
     fn parse(text: &str) -> Result<PolicyConfig, String> {

@@ -19,6 +19,7 @@ pub mod place;
 pub mod policy;
 pub mod preempt;
 pub mod rank;
+pub mod reclaim;
 pub mod time;
 
 pub use action::{Action, Evidence, Preemption, ResumeSite};

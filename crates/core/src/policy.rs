@@ -8,6 +8,7 @@ use crate::launch::{Admission, Launcher, TaskRequest};
 use crate::model::{Bytes, ContainerId, JobId, NodeStats, Observation};
 use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
 use crate::rank::{rank_candidates, Ranker};
+use crate::reclaim::Reclaimer;
 use crate::time::Time;
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ pub struct NodePolicy {
     detector: Box<dyn Detector>,
     ranker: Box<dyn Ranker>,
     preemptor: Box<dyn Preemptor>,
+    reclaimer: Option<Box<dyn Reclaimer>>,
     launcher: Launcher,
     facilities: NodeFacilities,
     /// One preemption per window: no second victim before this time.
@@ -40,6 +42,7 @@ impl NodePolicy {
             detector: cfg.detector.build(),
             ranker: cfg.ranker.build(),
             preemptor: cfg.preemptor.build(),
+            reclaimer: cfg.reclaimer.build(),
             launcher: Launcher::new(cfg.launcher.clone()),
             facilities,
             quiet_until: Time::ZERO,
@@ -73,6 +76,9 @@ impl NodePolicy {
     pub fn departed(&mut self, id: ContainerId) {
         self.launcher.departed(id);
         self.detector.forget(id);
+        if let Some(r) = &mut self.reclaimer {
+            r.forget(id);
+        }
     }
 
     /// One step: detect, maybe preempt one best-effort container, then launch
@@ -86,6 +92,7 @@ impl NodePolicy {
         out: &mut Vec<Action>,
     ) -> Option<Time> {
         let mut wake = None;
+        let before = out.len();
         match self.detector.observe(obs) {
             Verdict::Calm => {}
             Verdict::Watching { decide_at } => wake = Some(decide_at),
@@ -124,6 +131,13 @@ impl NodePolicy {
                         self.quiet_until = obs.now + self.window;
                     }
                 }
+            }
+        }
+        // Steer reclaim only when nobody was preempted: a preemption is
+        // already giving memory back.
+        if out.len() == before {
+            if let Some(r) = &mut self.reclaimer {
+                r.plan(obs, out);
             }
         }
         self.launcher.poll(obs.now, &obs.node, out);

@@ -87,6 +87,12 @@ pub trait ContainerControl {
     /// thawed, so its members can die.
     fn kill(&self, container: &ContainerPath) -> Result<Outcome<KillReport>, CgroupError>;
 
+    /// Asks the kernel to take `bytes` of the container's memory now (v2
+    /// `memory.reclaim`; v1 its limit lowered to usage − `bytes` and put
+    /// back at once). Returns the bytes its usage fell by; the kernel may
+    /// take less than asked (memory it cannot drop or swap).
+    fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError>;
+
     /// Drops the page cache still charged to a container with no process
     /// left (v1 `memory.force_empty`, v2 `memory.reclaim`), so that memory
     /// nobody uses stops hiding as "used" from the launcher. What the kernel

@@ -114,6 +114,9 @@ impl<T: ContainerControl + ?Sized> ContainerControl for Box<T> {
     fn kill(&self, container: &ContainerPath) -> Result<Outcome<KillReport>, CgroupError> {
         (**self).kill(container)
     }
+    fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
+        (**self).reclaim(container, bytes)
+    }
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         (**self).release_empty(container)
     }

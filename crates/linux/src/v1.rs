@@ -287,6 +287,29 @@ impl ContainerControl for V1Cgroups {
         report
     }
 
+    fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
+        let dir = self.memory_dir(container);
+        let usage_file = dir.join("memory.usage_in_bytes");
+        let usage =
+            |f: &Path| fsio::read_parsed(f, |t| ByteCount::parse("memory.usage_in_bytes", t));
+        let before = done_or_return!(usage(&usage_file)?).0;
+        let limit_file = dir.join("memory.limit_in_bytes");
+        let old = done_or_return!(fsio::read(&limit_file)?);
+        // The kernel reclaims down to a lowered limit before accepting it;
+        // EBUSY means it could not get all the way: what it got stays taken.
+        let squeezed =
+            fsio::write(&limit_file, &before.saturating_sub(bytes).max(1 << 20).to_string());
+        let restored = fsio::write(&limit_file, old.trim());
+        match squeezed {
+            Err(CgroupError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => return Err(e),
+            Ok(o) => done_or_return!(o),
+        }
+        done_or_return!(restored?);
+        let after = done_or_return!(usage(&usage_file)?).0;
+        Ok(Outcome::Done(before.saturating_sub(after)))
+    }
+
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         let dir = self.memory_dir(container);
         if !done_or_return!(fsio::read_procs(&dir)?).is_empty() {

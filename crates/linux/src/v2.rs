@@ -6,7 +6,7 @@
 //! one directory; its parent must delegate the memory controller to it
 //! (`+memory` in the parent's `cgroup.subtree_control`), which `create` does.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
@@ -259,6 +259,26 @@ impl ContainerControl for V2Cgroups {
             }
         }
         report
+    }
+
+    fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
+        let dir = self.dir(container);
+        let current = dir.join("memory.current");
+        let usage = |f: &Path| fsio::read_parsed(f, |t| ByteCount::parse("memory.current", t));
+        let before = done_or_return!(usage(&current)?).0;
+        match fsio::write(&dir.join("memory.reclaim"), &bytes.to_string()) {
+            // Reclaimed less than asked; what it got stays taken.
+            Err(CgroupError::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {}
+            Err(CgroupError::NoSuchFile { .. }) => {
+                return Err(CgroupError::Unsupported {
+                    what: "memory.reclaim (needs Linux 5.19 or later)".into(),
+                })
+            }
+            Err(e) => return Err(e),
+            Ok(o) => done_or_return!(o),
+        }
+        let after = done_or_return!(usage(&current)?).0;
+        Ok(Outcome::Done(before.saturating_sub(after)))
     }
 
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {

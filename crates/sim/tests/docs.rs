@@ -16,6 +16,7 @@ use overbook_core::detect::DetectorConfig;
 use overbook_core::launch::LaunchConfig;
 use overbook_core::preempt::PreemptorConfig;
 use overbook_core::rank::RankerConfig;
+use overbook_core::reclaim::ReclaimerConfig;
 use overbook_sim::generate::GeneratorConfig;
 use overbook_sim::killdelay::KillDelayDist;
 use overbook_sim::report::PLOTS;
@@ -220,6 +221,7 @@ fn every_policy_kind_and_field_is_documented() {
         ("`[policy.detector]`", kinds::<DetectorConfig>()),
         ("`[policy.ranker]`", kinds::<RankerConfig>()),
         ("`[policy.preemptor]`", kinds::<PreemptorConfig>()),
+        ("`[policy.reclaimer]`", kinds::<ReclaimerConfig>()),
     ];
     for (heading, kinds) in stages {
         assert!(kinds.len() >= 3, "{heading}: {kinds:?}");

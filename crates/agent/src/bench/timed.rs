@@ -92,6 +92,9 @@ impl<C: ContainerControl> ContainerControl for Timed<C> {
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         self.inner.release_empty(container)
     }
+    fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
+        self.inner.reclaim(container, bytes)
+    }
     fn protect(
         &self,
         container: &ContainerPath,

@@ -9,7 +9,6 @@
 
 use crate::model::{Bytes, ContainerId, ContainerStats, FaultCounters};
 use crate::time::Time;
-use std::collections::{hash_map, HashMap};
 
 /// What one new sample of a container tells.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,27 +62,45 @@ struct Entry<S> {
 
 /// Per-container previous sample plus a detector's own state `S`, which is
 /// reset to `S::default()` whenever the history is.
+///
+/// A flat list rather than a hash map: a node holds tens of containers, an
+/// observation lists them in much the same order every time, and a step
+/// then walks one short array instead of probing a table per container.
 #[derive(Debug)]
 pub(super) struct Samples<S> {
-    entries: HashMap<ContainerId, Entry<S>>,
+    entries: Vec<(ContainerId, Entry<S>)>,
+    /// Where the previous lookup ended: the next container is likely next.
+    hint: usize,
     epoch: u64,
 }
 
 impl<S: Default> Samples<S> {
     pub fn new() -> Samples<S> {
-        Samples { entries: HashMap::new(), epoch: 0 }
+        Samples { entries: Vec::new(), hint: 0, epoch: 0 }
     }
 
     /// Start an observation; every container it holds must be `advance`d
     /// before `end`.
     pub fn begin(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
+        self.hint = 0;
     }
 
     /// Drop the containers the observation did not mention.
     pub fn end(&mut self) {
         let epoch = self.epoch;
-        self.entries.retain(|_, e| e.seen == epoch);
+        self.entries.retain(|(_, e)| e.seen == epoch);
+    }
+
+    /// The index of `id`'s entry, looking from the hint on first.
+    fn find(&self, id: ContainerId) -> Option<usize> {
+        let hint = self.hint.min(self.entries.len());
+        let (before, after) = self.entries.split_at(hint);
+        after
+            .iter()
+            .position(|(i, _)| *i == id)
+            .map(|k| hint + k)
+            .or_else(|| before.iter().position(|(i, _)| *i == id))
     }
 
     /// Record `c` as sampled at `now` and return what changed since its
@@ -98,13 +115,17 @@ impl<S: Default> Samples<S> {
             state: S::default(),
         };
         let epoch = self.epoch;
-        let entry = match self.entries.entry(c.id) {
-            hash_map::Entry::Vacant(v) => {
-                let e = v.insert(Entry { seen: epoch, ..fresh() });
-                return (Sample::First, &mut e.state);
+        let k = match self.find(c.id) {
+            Some(k) => k,
+            None => {
+                self.entries.push((c.id, Entry { seen: epoch, ..fresh() }));
+                self.hint = self.entries.len();
+                let last = self.entries.len() - 1;
+                return (Sample::First, &mut self.entries[last].1.state);
             }
-            hash_map::Entry::Occupied(o) => o.into_mut(),
         };
+        self.hint = k + 1;
+        let entry = &mut self.entries[k].1;
         entry.seen = epoch;
         if restarted(entry, c) {
             *entry = Entry { seen: epoch, ..fresh() };
@@ -133,7 +154,9 @@ impl<S: Default> Samples<S> {
     }
 
     pub fn forget(&mut self, id: ContainerId) {
-        self.entries.remove(&id);
+        if let Some(k) = self.find(id) {
+            self.entries.remove(k);
+        }
     }
 
     #[cfg(test)]
