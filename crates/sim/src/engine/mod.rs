@@ -471,11 +471,13 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Ask the cache for the members of the node `ev` is for: by now its
-    /// node (`prefetch`) is at hand to say where they are.
+    /// Ask the cache for the members and policy of the node `ev` is for: by
+    /// now its node (`prefetch`) is at hand to say where they are.
     fn prefetch_members(&self, ev: Event) {
         if let Event::Wake { node } | Event::Point { node, .. } = ev {
-            prefetch::prefetch_slice(&self.nodes[node as usize].members);
+            let n = &self.nodes[node as usize];
+            prefetch::prefetch_slice(&n.members);
+            prefetch::prefetch(&*n.policy);
         }
     }
 

@@ -78,15 +78,26 @@ impl Placement {
         }
     }
 
+    /// Replay the changed keys up the tree. A walk stops where a subtree's
+    /// winner stays the same node with an unchanged key: nothing above it
+    /// depends on that subtree any differently (another changed node's walk
+    /// covers what changes because of it), so the tree ends as if rebuilt.
     fn catch_up(&mut self) {
         let mut dirty = std::mem::take(&mut self.dirty);
         for &node in &dirty {
-            self.is_dirty[node as usize] = false;
             let mut i = (self.size + node as usize) / 2;
             while i >= 1 {
-                self.tree[i] = self.better(self.tree[2 * i], self.tree[2 * i + 1]);
+                let before = self.tree[i];
+                let after = self.better(self.tree[2 * i], self.tree[2 * i + 1]);
+                if after == before && self.is_dirty.get(after as usize) != Some(&true) {
+                    break;
+                }
+                self.tree[i] = after;
                 i /= 2;
             }
+        }
+        for &node in &dirty {
+            self.is_dirty[node as usize] = false;
         }
         dirty.clear();
         self.dirty = dirty;
@@ -117,6 +128,31 @@ mod tests {
             if step % 3 == 0 {
                 assert_eq!(p.first(), set.first().copied());
                 let other = ((x >> 40) % u64::from(n)) as u32;
+                assert_eq!(p.first_other(other), set.iter().find(|k| k.2 != other).copied());
+            }
+        }
+    }
+
+    /// Many changes between asks, so that walks meet and stop early.
+    #[test]
+    fn agrees_with_a_sorted_set_after_many_changes() {
+        let n = 100u32;
+        let keys: Vec<Key> = (0..n).map(|i| (0, 0, i)).collect();
+        let mut p = Placement::new(keys.clone());
+        let mut set: BTreeSet<Key> = keys.iter().copied().collect();
+        let mut current = keys;
+        let mut x = 777u64;
+        for step in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let node = ((x >> 33) % u64::from(n)) as u32;
+            let key = ((x >> 50) % 13, ((x >> 20) % 2) as u32, node);
+            set.remove(&current[node as usize]);
+            set.insert(key);
+            current[node as usize] = key;
+            p.set(node, key);
+            if step % (1 + (x >> 40) % 60) == 0 {
+                assert_eq!(p.first(), set.first().copied());
+                let other = ((x >> 45) % u64::from(n)) as u32;
                 assert_eq!(p.first_other(other), set.iter().find(|k| k.2 != other).copied());
             }
         }
