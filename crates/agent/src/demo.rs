@@ -47,6 +47,8 @@ pub struct DemoPlan {
 #[derive(Clone, Debug, PartialEq)]
 pub struct DemoSummary {
     pub alone: f64,
+    /// Beside the one hog that fits: what is left after one preemption.
+    pub beside_one: f64,
     pub squeezed: f64,
     pub with_agent: f64,
     /// Throughput in the with-agent phase after the preemption.
@@ -245,17 +247,26 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         plan.hogs.iter().map(|h| h / MIB).collect::<Vec<_>>()
     ));
     let prod = node.start(plan, "prod-reader", &prod_args)?;
-    say("phase 1/3: production alone");
+    say("phase 1/4: production alone");
     let alone = measure(&node, prod, plan.phase, &mut say);
 
-    say("phase 2/3: best-effort hogs squeeze the node, nobody acts");
+    // What production can do beside the best-effort work that fits: the
+    // most the agent can give back after preempting the rest (the hogs
+    // take CPU and memory bandwidth too).
+    say("phase 2/4: production beside one best-effort hog that fits");
+    let fits = *plan.hogs.first().ok_or("the demo needs a hog")?;
+    node.start(plan, "be-1", &["anon".into(), fits.to_string()])?;
+    let beside_one = measure(&node, prod, plan.phase, &mut say);
+    node.stop_hogs();
+
+    say("phase 3/4: best-effort hogs squeeze the node, nobody acts");
     for (i, size) in plan.hogs.iter().enumerate() {
         node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
     }
     let squeezed = measure(&node, prod, plan.phase, &mut say);
     node.stop_hogs();
 
-    say("phase 3/3: the same squeeze, with the overbook agent");
+    say("phase 4/4: the same squeeze, with the overbook agent");
     for (i, size) in plan.hogs.iter().enumerate() {
         node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
     }
@@ -321,6 +332,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
     let all: Vec<f64> = rates.iter().chain(after.iter()).copied().collect();
     Ok(DemoSummary {
         alone,
+        beside_one,
         squeezed,
         with_agent: mean(&all),
         after_preemption: (!after.is_empty()).then(|| mean(&after)),

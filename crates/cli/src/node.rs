@@ -311,6 +311,12 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     println!();
     println!("{:<36} {:>14} {:>10}", "PRODUCTION THROUGHPUT", "reads/s", "of alone");
     println!("{:<36} {:>14.0} {:>9.0}%", "alone", s.alone, 100.0);
+    println!(
+        "{:<36} {:>14.0} {:>9.0}%",
+        "beside one hog that fits",
+        s.beside_one,
+        pct(s.beside_one)
+    );
     println!("{:<36} {:>14.0} {:>9.0}%", "squeezed, no agent", s.squeezed, pct(s.squeezed));
     println!(
         "{:<36} {:>14.0} {:>9.0}%",
