@@ -471,13 +471,23 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Ask the cache for the members and policy of the node `ev` is for: by
-    /// now its node (`prefetch`) is at hand to say where they are.
+    /// Ask the cache for the members and policy of the node `ev` is for, and
+    /// its task's next profile points: by now its node and task (`prefetch`)
+    /// are at hand to say where they are.
     fn prefetch_members(&self, ev: Event) {
-        if let Event::Wake { node } | Event::Point { node, .. } = ev {
-            let n = &self.nodes[node as usize];
-            prefetch::prefetch_slice(&n.members);
-            prefetch::prefetch(&*n.policy);
+        match ev {
+            Event::Wake { node } => {
+                let n = &self.nodes[node as usize];
+                prefetch::prefetch_slice(&n.members);
+                prefetch::prefetch(&*n.policy);
+            }
+            Event::Point { node, slot, .. } => {
+                prefetch::prefetch_slice(&self.nodes[node as usize].members);
+                if let Some(Some(task)) = self.slots.get(slot as usize) {
+                    task.prefetch_profile();
+                }
+            }
+            _ => {}
         }
     }
 
