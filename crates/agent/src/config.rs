@@ -30,6 +30,10 @@ pub struct AgentConfig {
     pub capacity: Option<u64>,
     /// How often the agent samples every container.
     pub sample_period: Duration,
+    /// How often every container is read while the node shows no faults,
+    /// refaults or limit hits (the node itself is read every
+    /// `sample_period`, and any of those makes the next sample a full one).
+    pub calm_period: Duration,
     /// Where the decision log (JSON lines) goes; `None` keeps it in memory only.
     pub event_log: Option<PathBuf>,
     /// Where the output of tasks started by `overbook run` goes (`NAME.log`).
@@ -49,6 +53,7 @@ impl Default for AgentConfig {
             root: "overbook".into(),
             capacity: None,
             sample_period: Duration::from_millis(100),
+            calm_period: Duration::from_secs(2),
             event_log: None,
             task_log_dir: PathBuf::from("/var/log/overbook/tasks"),
             protect_critical: true,
@@ -84,6 +89,7 @@ struct RawNode {
 #[serde(deny_unknown_fields)]
 struct RawAgent {
     sample_period: Option<f64>,
+    calm_period: Option<f64>,
     event_log: Option<PathBuf>,
     task_log_dir: Option<PathBuf>,
     protect_critical: Option<bool>,
@@ -139,6 +145,20 @@ impl RawConfig {
                 Duration::from_secs_f64(s)
             }
         };
+        let calm_period = match self.agent.calm_period {
+            None => defaults.calm_period.max(sample_period),
+            Some(s) => {
+                overbook_core::config::check_range("agent.calm_period", s, 0.01, 60.0)?;
+                let calm = Duration::from_secs_f64(s);
+                if calm < sample_period {
+                    return Err(ConfigError::new(
+                        "agent.calm_period",
+                        format!("{s} is shorter than agent.sample_period"),
+                    ));
+                }
+                calm
+            }
+        };
         let default_class = match &self.default_class {
             None => Class::Production,
             Some(c) => c.parse().map_err(|_| {
@@ -166,6 +186,7 @@ impl RawConfig {
             root,
             capacity,
             sample_period,
+            calm_period,
             event_log: self.agent.event_log,
             task_log_dir: self.agent.task_log_dir.unwrap_or(defaults.task_log_dir),
             protect_critical: self.agent.protect_critical.unwrap_or(defaults.protect_critical),

@@ -126,6 +126,16 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         self.reserved.remove(path.as_str());
     }
 
+    /// The node's own counters (hierarchical: every container's faults
+    /// show in them), one cheap read.
+    pub fn root_counters(&self) -> Result<Option<MemoryCounters>, CgroupError> {
+        let Some(mut c) = self.cgroups.counters(&self.root)?.done() else { return Ok(None) };
+        if c.limit_hits.is_none() {
+            c.limit_hits = self.cgroups.limit_hits(&self.root)?.done().flatten();
+        }
+        Ok(Some(c))
+    }
+
     /// Records that a container was frozen or thawed by the agent.
     pub fn set_frozen(&mut self, id: ContainerId, frozen: bool) {
         if let Some(k) = self.by_id_mut(id) {
@@ -230,9 +240,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         // The kubelet's working set: inactive page cache is what the kernel
         // drops first, so it counts as available; active cache is someone's
         // working set (and counting it would hide file thrashing).
-        let (root_usage, root_hits) = match self.cgroups.counters(&self.root)? {
-            Outcome::Done(c) => (Some(c.usage.saturating_sub(c.inactive_file)), c.limit_hits),
-            Outcome::Vanished => (None, None),
+        let (root_usage, root_hits) = match self.root_counters()? {
+            Some(c) => (Some(c.usage.saturating_sub(c.inactive_file)), c.limit_hits),
+            None => (None, None),
         };
         let limit = match self.cgroups.limit(&self.root) {
             Ok(Outcome::Done(l)) => l.bytes(),

@@ -46,6 +46,15 @@ pub trait ContainerCgroups {
     /// Moves a process (with all its threads) into a container.
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError>;
 
+    /// Times the container's usage reached its limit and had to reclaim
+    /// (v1 `memory.failcnt`, v2 `memory.events` `max`); `None` where the
+    /// kernel does not count them.
+    fn limit_hits(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError>;
+
+    /// The highest usage the kernel recorded (v1 `memory.max_usage_in_bytes`,
+    /// v2 `memory.peak`, 5.19+).
+    fn peak(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError>;
+
     /// A container's memory limit (`Unlimited` when none is set).
     fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError>;
 

@@ -201,7 +201,8 @@ pub struct MemoryCounters {
     /// the kernel does not count them.
     pub oom_kills: Option<u64>,
     /// Times usage reached the container's limit and had to reclaim to
-    /// charge more (v1 `memory.failcnt`, v2 `memory.events` `max`).
+    /// charge more (v2 `memory.events` `max`; on v1 `None` here, see
+    /// [`crate::ContainerCgroups::limit_hits`]).
     pub limit_hits: Option<u64>,
     /// The container's own memory PSI; `None` on v1 or with PSI off.
     pub pressure: Option<Pressure>,

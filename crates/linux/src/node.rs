@@ -79,6 +79,12 @@ impl<T: ContainerCgroups + ?Sized> ContainerCgroups for Box<T> {
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
         (**self).add_process(container, pid)
     }
+    fn limit_hits(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        (**self).limit_hits(container)
+    }
+    fn peak(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        (**self).peak(container)
+    }
     fn limit(&self, container: &ContainerPath) -> Result<Outcome<Limit>, CgroupError> {
         (**self).limit(container)
     }

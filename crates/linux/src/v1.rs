@@ -121,10 +121,6 @@ impl ContainerCgroups for V1Cgroups {
         })?);
         let stat =
             done_or_return!(fsio::read_parsed(&dir.join("memory.stat"), V1MemoryStat::parse)?);
-        let failcnt =
-            done_or_return!(fsio::read_parsed_optional(&dir.join("memory.failcnt"), |t| {
-                ByteCount::parse("memory.failcnt", t)
-            })?);
         let oom = done_or_return!(fsio::read_parsed_optional(
             &dir.join(V1OomControl::FILE),
             V1OomControl::parse
@@ -137,7 +133,9 @@ impl ContainerCgroups for V1Cgroups {
             swap: stat.total_swap,
             inactive_file: stat.total_inactive_file,
             oom_kills: oom.and_then(|o| o.oom_kill),
-            limit_hits: failcnt.map(|f| f.0),
+            // A file of its own (`memory.failcnt`), read only when asked:
+            // every container's counters are read at every sample.
+            limit_hits: None,
             pressure: None,
         }))
     }
@@ -229,6 +227,18 @@ impl ContainerCgroups for V1Cgroups {
 
     fn pressure_file(&self, _container: &ContainerPath) -> Option<PathBuf> {
         None
+    }
+
+    fn limit_hits(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        let file = self.memory_dir(container).join("memory.failcnt");
+        Ok(fsio::read_parsed_optional(&file, |t| ByteCount::parse("memory.failcnt", t))?
+            .map(|c| c.map(|c| c.0)))
+    }
+
+    fn peak(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        let file = self.memory_dir(container).join("memory.max_usage_in_bytes");
+        Ok(fsio::read_parsed_optional(&file, |t| ByteCount::parse("memory.max_usage_in_bytes", t))?
+            .map(|c| c.map(|c| c.0)))
     }
 
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {

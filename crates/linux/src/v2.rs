@@ -192,6 +192,16 @@ impl ContainerCgroups for V2Cgroups {
         Some(self.dir(container).join(Pressure::CGROUP_FILE))
     }
 
+    fn limit_hits(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        Ok(self.counters(container)?.map(|c| c.limit_hits))
+    }
+
+    fn peak(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        let file = self.dir(container).join("memory.peak");
+        Ok(fsio::read_parsed_optional(&file, |t| ByteCount::parse("memory.peak", t))?
+            .map(|c| c.map(|c| c.0)))
+    }
+
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         vec![self.dir(container).join(CgroupProcs::FILE)]
     }

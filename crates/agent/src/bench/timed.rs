@@ -57,6 +57,12 @@ impl<C: ContainerCgroups> ContainerCgroups for Timed<C> {
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         self.inner.join_files(container)
     }
+    fn limit_hits(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        self.inner.limit_hits(container)
+    }
+    fn peak(&self, container: &ContainerPath) -> Result<Outcome<Option<u64>>, CgroupError> {
+        self.inner.peak(container)
+    }
     fn pressure_file(&self, container: &ContainerPath) -> Option<PathBuf> {
         self.inner.pressure_file(container)
     }
