@@ -103,7 +103,9 @@ pub struct Agent<C> {
     calm_period: Duration,
     /// The node's counters at the last tick, and when every container was
     /// last read.
-    last_root: Option<overbook_linux::MemoryCounters>,
+    last_pressure: Option<u64>,
+    /// The last tick that read only the node, after the last full one.
+    last_light: Option<Time>,
     last_full: Option<Time>,
     wake_at: Option<Time>,
     /// The `memory.min` last given to each protected critical container.
@@ -147,7 +149,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             task_log_dir: config.task_log_dir.clone(),
             protect_critical: config.protect_critical,
             calm_period: config.calm_period,
-            last_root: None,
+            last_pressure: None,
+            last_light: None,
             last_full: None,
             wake_at: None,
             protected: BTreeMap::new(),
@@ -159,8 +162,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let mut tick = Tick::default();
         self.reap(now);
         if !self.full_sample_due(now)? {
+            self.last_light = Some(now);
             tick.wake_at = self.wake_at;
             return Ok(tick);
+        }
+        // Until the last light tick the node was calm, so the containers
+        // were as last read: the policy is told so at that time first, and
+        // a thrashing that starts now is timed from then, not from the last
+        // full read.
+        if let Some(calm_until) = self.last_light.take() {
+            if self.last_full.is_some() {
+                self.step_policy(calm_until, &mut tick);
+            }
         }
         self.last_full = Some(now);
         self.sample = self.view.sample(now)?;
@@ -173,6 +186,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 m.peak = m.peak.max(k.counters.usage);
             }
         }
+        self.step_policy(now, &mut tick);
+        Ok(tick)
+    }
+
+    /// The policy decides on the last sample at `now`; its actions are done.
+    fn step_policy(&mut self, now: Time, tick: &mut Tick) {
         self.actions.clear();
         let obs = Observation { now, node: self.sample.node, containers: &self.sample.containers };
         let decided = Instant::now();
@@ -180,33 +199,28 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.wake_at = tick.wake_at;
         let actions = std::mem::take(&mut self.actions);
         for action in &actions {
-            self.execute(now, action, decided, &mut tick);
+            self.execute(now, action, decided, tick);
         }
         self.actions = actions;
-        Ok(tick)
     }
 
     /// Whether this tick reads every container: always while the node's
-    /// own (hierarchical) counters show faults, refaults or limit hits,
-    /// when the policy asked to look again, or when a task waits; otherwise
-    /// once per `calm_period`. Why: reading 200 containers' files 10 times a
-    /// second costs ~10% of a core, and a calm node needs none of it; the
-    /// node's own counters reveal the first fault of any container.
+    /// memory keeps filling up (its cgroup hits its limit: v1
+    /// `memory.failcnt`, v2 `memory.events` `max`; on a node without a
+    /// limit, system PSI stall grows), when the policy asked to look again,
+    /// or when a task waits; otherwise once per `calm_period`. Why: reading
+    /// 200 containers' files ten times a second costs ~10% of a core, a calm
+    /// node needs none of it, and thrashing is only counted while the node
+    /// is full anyway (see the detector), which one small file shows.
     fn full_sample_due(&mut self, now: Time) -> Result<bool, AgentError> {
-        let root = self.view.root_counters()?;
-        let busy = match (&root, &self.last_root) {
-            (Some(r), Some(l)) => {
-                let refaults = |c: &overbook_linux::MemoryCounters| {
-                    c.refault_anon.unwrap_or(0).saturating_add(c.refault_file.unwrap_or(0))
-                };
-                r.major_faults > l.major_faults
-                    || refaults(r) > refaults(l)
-                    || r.limit_hits > l.limit_hits
-                    || r.oom_kills > l.oom_kills
-            }
-            _ => true,
+        let hits = self.view.cgroups().limit_hits(self.view.root())?.done().flatten();
+        let pressure = match hits {
+            Some(h) => Some(h),
+            None => overbook_linux::host::system_pressure()?
+                .map(|p| u64::try_from(p.some.total.as_micros()).unwrap_or(u64::MAX)),
         };
-        self.last_root = root;
+        let busy = pressure.is_none() || pressure != self.last_pressure;
+        self.last_pressure = pressure;
         let calm_over = self.last_full.is_none_or(|t| now.since(t) >= self.calm_period);
         let asked = self.wake_at.is_some_and(|w| now >= w);
         let waiting =

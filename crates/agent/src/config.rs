@@ -53,7 +53,7 @@ impl Default for AgentConfig {
             root: "overbook".into(),
             capacity: None,
             sample_period: Duration::from_millis(100),
-            calm_period: Duration::from_secs(2),
+            calm_period: Duration::from_secs(3),
             event_log: None,
             task_log_dir: PathBuf::from("/var/log/overbook/tasks"),
             protect_critical: true,

@@ -70,6 +70,8 @@ pub struct NodeView<C> {
     /// Ids and classes given before the container exists (`overbook run`).
     reserved: BTreeMap<String, (ContainerId, Class)>,
     next_id: u64,
+    /// The root's limit as of the last full sample (it rarely changes).
+    root_limit: std::cell::Cell<Option<Option<u64>>>,
 }
 
 impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
@@ -88,6 +90,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             known: BTreeMap::new(),
             reserved: BTreeMap::new(),
             next_id: 1,
+            root_limit: std::cell::Cell::new(None),
         }
     }
 
@@ -228,27 +231,37 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         sample.gone =
             std::mem::take(&mut self.known).into_values().map(|k| (k.id, k.path)).collect();
         self.known = next;
-        sample.node = self.node_stats()?;
+        let root = self.root_counters()?;
+        self.root_limit.set(None);
+        sample.node = self.node_stats(root.as_ref())?;
         Ok(sample)
     }
 
-    /// Capacity and availability: the root cgroup's limit less its usage
+    /// Capacity and availability (from the root's counters, read by the
+    /// caller): the root cgroup's limit less its usage
     /// when the node is a cgroup with a limit, else the machine's
     /// `MemAvailable`; swap from `/proc/meminfo`, stall from system PSI.
-    fn node_stats(&self) -> Result<NodeStats, CgroupError> {
+    pub fn node_stats(&self, root: Option<&MemoryCounters>) -> Result<NodeStats, CgroupError> {
         let mem = host::meminfo()?;
         // The kubelet's working set: inactive page cache is what the kernel
         // drops first, so it counts as available; active cache is someone's
         // working set (and counting it would hide file thrashing).
-        let (root_usage, root_hits) = match self.root_counters()? {
+        let (root_usage, root_hits) = match root {
             Some(c) => (Some(c.usage.saturating_sub(c.inactive_file)), c.limit_hits),
             None => (None, None),
         };
-        let limit = match self.cgroups.limit(&self.root) {
-            Ok(Outcome::Done(l)) => l.bytes(),
-            // The hierarchy's root has no limit file: the machine is the node.
-            Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
-            Err(e) => return Err(e),
+        let limit = match self.root_limit.get() {
+            Some(cached) => cached,
+            None => {
+                let read = match self.cgroups.limit(&self.root) {
+                    Ok(Outcome::Done(l)) => l.bytes(),
+                    // The hierarchy's root has no limit file: the machine is the node.
+                    Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
+                    Err(e) => return Err(e),
+                };
+                self.root_limit.set(Some(read));
+                read
+            }
         };
         let limit = limit.filter(|&l| l < mem.total);
         let capacity = self.configured.or(limit).unwrap_or(mem.total);
