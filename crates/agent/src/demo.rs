@@ -60,13 +60,16 @@ pub struct DemoSummary {
     pub swap_note: Option<String>,
 }
 
-/// A swap file the demo turned on; turned off and deleted on drop.
-struct SwapFile {
+/// A swap file turned on for a demo or a benchmark; turned off and deleted
+/// on drop.
+#[derive(Debug)]
+pub struct SwapFile {
     path: PathBuf,
 }
 
 impl SwapFile {
-    fn add(dir: &Path, size: u64) -> Result<SwapFile, String> {
+    /// Writes, formats and turns on a swap file of `size` bytes in `dir`.
+    pub fn add(dir: &Path, size: u64) -> Result<SwapFile, String> {
         let path = dir.join("overbook-demo.swap");
         let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let made = SwapFile { path: path.clone() };
@@ -109,7 +112,8 @@ fn run_tool(tool: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-fn machine_has_swap() -> bool {
+/// Whether the machine has swap of its own.
+pub fn machine_has_swap() -> bool {
     overbook_linux::host::meminfo().map(|m| m.swap_total > 0).unwrap_or(false)
 }
 

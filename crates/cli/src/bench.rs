@@ -29,6 +29,38 @@ pub enum BenchCommand {
     /// The agent's own cost (root): `overbook agent` watching N containers
     /// with one sleeping process each; CPU as % of one core, peak RSS.
     AgentOverhead(OverheadArgs),
+    /// How progress falls on this node as memory is squeezed into swap
+    /// (`anon`) and page cache is reclaimed (`file`) (root): writes the
+    /// calibration file `overbook sim` reads (`--set sim.calibration=FILE`).
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// Where to write the calibration file.
+    #[arg(long, default_value = "calibration.toml")]
+    out: PathBuf,
+    /// The node's memory limit.
+    #[arg(long, default_value = "256MiB")]
+    limit: String,
+    /// Squeezes (working set / limit) for anonymous memory, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9,1.0,1.05,1.1,1.2,1.3,1.5,2.0")]
+    anon: Vec<f64>,
+    /// Squeezes for page cache, comma-separated (empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "0.9,1.0,1.1,1.2,1.5,2.0")]
+    file: Vec<f64>,
+    /// Seconds each worker warms up before it is measured.
+    #[arg(long, default_value_t = 1.5)]
+    warm: f64,
+    /// Seconds each point is measured.
+    #[arg(long, default_value_t = 3.0)]
+    window: f64,
+    /// Where workers' files and the temporary swap file go (a disk, not tmpfs).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+    /// For CI: a 64 MiB node, squeezes 0.9 and 1.5 of each kind, 2.5 s windows.
+    #[arg(long)]
+    quick: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,6 +113,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Sim { set } => bench_sim(&set),
         BenchCommand::KillLatency(args) => kill_latency(args),
         BenchCommand::AgentOverhead(args) => agent_overhead(args),
+        BenchCommand::Calibrate(args) => calibrate(args),
     }
 }
 
@@ -344,4 +377,63 @@ fn overhead_table(r: &OverheadReport) -> String {
         r.threads
     );
     out
+}
+
+fn calibrate(args: CalibrateArgs) -> Result<()> {
+    use overbook_agent::bench::calibrate::{self, CalibratePlan};
+    need_root("bench calibrate")?;
+    let (limit, anon, file, warm, window) = if args.quick {
+        (64 << 20, vec![0.9, 1.5], vec![0.9, 1.5], 0.5, 2.5)
+    } else {
+        let limit = overbook_agent::config::parse_size_text(&args.limit)
+            .map_err(|e| anyhow::anyhow!("--limit {:?}: {e}", args.limit))?;
+        (limit, args.anon.clone(), args.file.clone(), args.warm, args.window)
+    };
+    for (key, points) in [("--anon", &anon), ("--file", &file)] {
+        if points.iter().any(|s| !(s.is_finite() && *s > 0.0 && *s <= 8.0))
+            || points.windows(2).any(|w| w[0] >= w[1])
+        {
+            anyhow::bail!("{key}: squeezes must be increasing numbers in (0, 8]");
+        }
+    }
+    if anon.is_empty() {
+        anyhow::bail!(
+            "--anon: the simulator's model needs the anon curve: give at least one squeeze"
+        );
+    }
+    if !(warm.is_finite() && warm >= 0.0 && window.is_finite() && window >= 2.0) {
+        anyhow::bail!("--warm must be ≥ 0 s and --window ≥ 2 s (workers report once a second)");
+    }
+    // Anonymous memory squeezed needs somewhere to go.
+    let _swap = if overbook_agent::demo::machine_has_swap() {
+        None
+    } else {
+        let swap = overbook_agent::demo::SwapFile::add(&args.scratch, 2 * limit).map_err(|e| {
+            anyhow::anyhow!("the anon curve needs swap and none could be added: {e}")
+        })?;
+        eprintln!("added {} MiB of swap for the measurement (removed after)", (2 * limit) >> 20);
+        Some(swap)
+    };
+    let plan = CalibratePlan {
+        workload: WorkloadProgram {
+            program: std::env::current_exe().context("finding the overbook binary")?,
+            prefix: vec!["workload".into()],
+        },
+        limit,
+        anon_points: anon,
+        file_points: file,
+        warm: std::time::Duration::from_secs_f64(warm),
+        window: std::time::Duration::from_secs_f64(window),
+        scratch: args.scratch.clone(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let text = calibrate::run(&plan, |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!("calibrate: {e}"))?;
+    // What the simulator will read must be valid: check before writing.
+    overbook_sim::calibration::Calibration::from_toml(&text).map_err(|e| {
+        anyhow::anyhow!("the measured curve is not usable by the simulator: {e}\n{text}")
+    })?;
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    println!("wrote {}", args.out.display());
+    Ok(())
 }

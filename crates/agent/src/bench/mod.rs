@@ -7,6 +7,7 @@
 //! every container, process and file with it, through guards' `Drop`, on
 //! error paths too.
 
+pub mod calibrate;
 pub mod kill_latency;
 pub mod overhead;
 mod timed;
@@ -81,6 +82,23 @@ impl Worker {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The `rate` lines printed so far, drained.
+    pub fn drain_rates(&mut self) -> Vec<f64> {
+        self.lines.try_iter().filter_map(|l| l.strip_prefix("rate ")?.parse().ok()).collect()
+    }
+
+    /// The next `rate` line, waiting at most `within`.
+    pub fn rate_within(&mut self, within: Duration) -> Option<f64> {
+        let until = Instant::now() + within;
+        loop {
+            let line =
+                self.lines.recv_timeout(until.saturating_duration_since(Instant::now())).ok()?;
+            if let Some(r) = line.strip_prefix("rate ").and_then(|r| r.parse().ok()) {
+                return Some(r);
+            }
+        }
     }
 
     /// Whether the process has exited (and is reaped).

@@ -61,7 +61,12 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
     let cfg = sim_config(spec)?;
     let killer: KillDelayDist =
         spec.cluster.kill_delay.parse().map_err(|e| setting("cluster.kill_delay", e))?;
-    let model = Calibration::builtin().map_err(|e| RunError::Calibration(e.to_string()))?;
+    let model = if spec.sim.calibration.is_empty() {
+        Calibration::builtin().map_err(|e| RunError::Calibration(e.to_string()))?
+    } else {
+        Calibration::load(std::path::Path::new(&spec.sim.calibration))
+            .map_err(|e| setting("sim.calibration", format!("{}: {e}", spec.sim.calibration)))?
+    };
     let engine = Engine::new(cfg, &model, &killer)?;
     match &spec.workload {
         WorkloadSpec::Generate(table) => {

@@ -95,6 +95,10 @@ pub struct SimKnobs {
     pub max_attempts: u32,
     /// Wait before a refused task is submitted again.
     pub retry_backoff: Span,
+    /// A thrashing calibration file (`overbook bench calibrate`); empty:
+    /// the built-in one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub calibration: String,
 }
 
 impl Default for SimKnobs {
@@ -105,6 +109,7 @@ impl Default for SimKnobs {
             sample_period: Span(std::time::Duration::from_millis(500)),
             max_attempts: 4,
             retry_backoff: Span(std::time::Duration::from_secs(10)),
+            calibration: String::new(),
         }
     }
 }
