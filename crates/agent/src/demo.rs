@@ -10,15 +10,12 @@
 //! Production's own throughput (page reads per second) is the measure.
 
 use crate::agent::Agent;
+use crate::bench::{BenchNode, Worker, WorkloadProgram};
 use crate::config::AgentConfig;
 use crate::events::EventLog;
-use crate::spawn::command_in;
 use overbook_core::Time;
-use overbook_linux::{host_cgroups, ContainerPath, HostSupport, Limit, NodeCgroups, Outcome};
-use std::io::{BufRead, BufReader};
+use overbook_linux::{host_cgroups, ContainerPath, HostSupport};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
@@ -117,93 +114,6 @@ pub fn machine_has_swap() -> bool {
     overbook_linux::host::meminfo().map(|m| m.swap_total > 0).unwrap_or(false)
 }
 
-struct Worker {
-    child: Child,
-    lines: Receiver<String>,
-}
-
-impl Worker {
-    fn ready(&self, within: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + within;
-        loop {
-            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(l) if l == "ready" => return Ok(()),
-                Ok(_) => {}
-                Err(e) => return Err(format!("workload not ready: {e}")),
-            }
-        }
-    }
-
-    fn rates(&self) -> Vec<f64> {
-        self.lines.try_iter().filter_map(|l| l.strip_prefix("rate ")?.parse().ok()).collect()
-    }
-}
-
-/// The node and everything in it; removed on drop, on error paths too.
-struct DemoNode {
-    cg: Box<dyn NodeCgroups>,
-    root: ContainerPath,
-    made: Vec<ContainerPath>,
-    workers: Vec<(ContainerPath, Worker)>,
-}
-
-impl DemoNode {
-    fn start(&mut self, plan: &DemoPlan, name: &str, args: &[String]) -> Result<usize, String> {
-        let path = self.root.child(name).map_err(|e| e.to_string())?;
-        if !self.made.contains(&path) {
-            match self.cg.create(&path, None) {
-                Ok(Outcome::Done(())) => self.made.push(path.clone()),
-                Ok(Outcome::Vanished) => return Err("the demo node vanished".into()),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        let mut all = plan.workload_prefix.clone();
-        all.extend(args.iter().cloned());
-        let mut child = command_in(&*self.cg, &path, &plan.workload, &all)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", plan.workload.display()))?;
-        let out = child.stdout.take().ok_or("no stdout")?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let w = Worker { child, lines };
-        w.ready(Duration::from_secs(120))?;
-        self.workers.push((path, w));
-        Ok(self.workers.len() - 1)
-    }
-
-    fn stop_hogs(&mut self) {
-        for (path, w) in &mut self.workers {
-            if path.name().starts_with("be-") {
-                let _ = self.cg.kill(path);
-                let _ = w.child.wait();
-            }
-        }
-        self.workers.retain(|(p, _)| !p.name().starts_with("be-"));
-    }
-}
-
-impl Drop for DemoNode {
-    fn drop(&mut self) {
-        for (path, w) in &mut self.workers {
-            let _ = self.cg.kill(path);
-            let _ = w.child.kill();
-            let _ = w.child.wait();
-        }
-        for c in self.made.iter().rev() {
-            let _ = self.cg.remove(c);
-        }
-        let _ = self.cg.remove(&self.root);
-    }
-}
-
 fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         0.0
@@ -215,14 +125,6 @@ fn mean(xs: &[f64]) -> f64 {
 /// Runs the three phases, telling `say` what happens as it goes.
 pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, String> {
     let probe = HostSupport::probe();
-    let cg = host_cgroups(&probe).map_err(|e| e.to_string())?;
-    let root = ContainerPath::new(&format!("overbook-demo-{}", std::process::id()))
-        .map_err(|e| e.to_string())?;
-    match cg.create(&root, Some(Limit::Bytes(plan.node))) {
-        Ok(Outcome::Done(())) => {}
-        Ok(Outcome::Vanished) => return Err("the cgroup hierarchy vanished".into()),
-        Err(e) => return Err(format!("cannot make the demo node: {e}")),
-    }
     let scratch = tempfile_dir(&plan.scratch)?;
     // Dropped last (declared first): swap goes off after the node is gone.
     let (swap, swap_note) = match plan.swap {
@@ -233,7 +135,25 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         Some(_) => (None, Some("the machine has swap of its own; none added".to_string())),
         None => (None, None),
     };
-    let mut node = DemoNode { cg, root, made: Vec::new(), workers: Vec::new() };
+    let mut node =
+        BenchNode::new(&format!("overbook-demo-{}", std::process::id()), Some(plan.node))
+            .map_err(|e| format!("cannot make the demo node: {e}"))?;
+    let program =
+        WorkloadProgram { program: plan.workload.clone(), prefix: plan.workload_prefix.clone() };
+    let launch = |node: &mut BenchNode,
+                  name: &str,
+                  args: &[String]|
+     -> Result<(ContainerPath, Worker), String> {
+        let mut w = node.worker(&program, name, args)?;
+        w.ready(Duration::from_secs(120))?;
+        Ok((node.root.child(name).map_err(|e| e.to_string())?, w))
+    };
+    let stop = |node: &mut BenchNode, hogs: &mut Vec<(ContainerPath, Worker)>| {
+        for (path, mut w) in hogs.drain(..) {
+            node.drop_container(&path);
+            let _ = w.child.wait();
+        }
+    };
     match (&swap, &swap_note) {
         (Some((_, size)), _) => say(&format!("added {} MiB of swap for the demo", size / MIB)),
         (None, Some(note)) => say(note),
@@ -250,29 +170,29 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         plan.production_working_set / MIB,
         plan.hogs.iter().map(|h| h / MIB).collect::<Vec<_>>()
     ));
-    let prod = node.start(plan, "prod-reader", &prod_args)?;
+    let (_, mut prod) = launch(&mut node, "prod-reader", &prod_args)?;
     say("phase 1/4: production alone");
-    let alone = measure(&node, prod, plan.phase, &mut say);
+    let alone = measure(&mut prod, plan.phase, &mut say);
 
     // What production can do beside the best-effort work that fits: the
     // most the agent can give back after preempting the rest (the hogs
     // take CPU and memory bandwidth too).
     say("phase 2/4: production beside one best-effort hog that fits");
     let fits = *plan.hogs.first().ok_or("the demo needs a hog")?;
-    node.start(plan, "be-1", &["anon".into(), fits.to_string()])?;
-    let beside_one = measure(&node, prod, plan.phase, &mut say);
-    node.stop_hogs();
+    let mut hogs = vec![launch(&mut node, "be-1", &["anon".into(), fits.to_string()])?];
+    let beside_one = measure(&mut prod, plan.phase, &mut say);
+    stop(&mut node, &mut hogs);
 
     say("phase 3/4: best-effort hogs squeeze the node, nobody acts");
     for (i, size) in plan.hogs.iter().enumerate() {
-        node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
+        hogs.push(launch(&mut node, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?);
     }
-    let squeezed = measure(&node, prod, plan.phase, &mut say);
-    node.stop_hogs();
+    let squeezed = measure(&mut prod, plan.phase, &mut say);
+    stop(&mut node, &mut hogs);
 
     say("phase 4/4: the same squeeze, with the overbook agent");
     for (i, size) in plan.hogs.iter().enumerate() {
-        node.start(plan, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?;
+        hogs.push(launch(&mut node, &format!("be-{}", i + 1), &["anon".into(), size.to_string()])?);
     }
     let config = AgentConfig::parse(
         &format!(
@@ -312,7 +232,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
             }
             seen = e.seq;
         }
-        let r = node.workers[prod].1.rates();
+        let r = prod.drain_rates();
         if preempted.is_empty() {
             rates.extend(&r);
         } else {
@@ -354,24 +274,13 @@ fn tempfile_dir(base: &Path) -> Result<tempfile::TempDir, String> {
 }
 
 /// Production's mean rate over `span`, printing each second's.
-fn measure(node: &DemoNode, prod: usize, span: Duration, say: &mut impl FnMut(&str)) -> f64 {
-    let _ = node.workers[prod].1.rates();
+fn measure(prod: &mut Worker, span: Duration, say: &mut impl FnMut(&str)) -> f64 {
+    let _ = prod.drain_rates();
     let until = Instant::now() + span;
     let mut rates = Vec::new();
-    while Instant::now() < until {
-        match node.workers[prod]
-            .1
-            .lines
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-        {
-            Ok(l) => {
-                if let Some(r) = l.strip_prefix("rate ").and_then(|r| r.parse::<f64>().ok()) {
-                    say(&format!("  production: {r:>10.0} reads/s"));
-                    rates.push(r);
-                }
-            }
-            Err(_) => break,
-        }
+    while let Some(r) = prod.rate_within(until.saturating_duration_since(Instant::now())) {
+        say(&format!("  production: {r:>10.0} reads/s"));
+        rates.push(r);
     }
     mean(&rates)
 }

@@ -201,10 +201,16 @@ impl Drop for Node {
             let _ = w.child.kill();
             let _ = w.child.wait();
         }
-        for c in self.containers.iter().rev() {
-            let _ = self.cg.remove(c);
+        // Killed members of an agent's tasks exit on their own time (their
+        // parent, the test process, never waits for them): a cgroup is
+        // removable once its last member has left.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for c in self.containers.iter().rev().chain(std::iter::once(&self.root)) {
+            while self.cg.remove(c).is_err() && Instant::now() < deadline {
+                let _ = self.cg.kill(c);
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
-        let _ = self.cg.remove(&self.root);
     }
 }
 
