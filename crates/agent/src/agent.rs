@@ -386,10 +386,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     ) {
         let Some(victim) = self.view.by_id(id) else { return };
         let (path, class, usage) = (victim.path.clone(), victim.class, victim.counters.usage);
-        let evidence = self.evidence_json(evidence);
         // The core never picks a protected class; this guard makes sure no
         // bug anywhere can turn that into a kill.
         if !class.is_preemptible() {
+            let evidence = self.evidence_json(evidence);
             self.record(
                 now,
                 "preempt-refused",
@@ -414,6 +414,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             _ => self.view.cgroups().freeze(&path, SETTLE).map(|o| o.map(|()| json!({}))),
         };
         let finished = Instant::now();
+        // Everything for the log is made after the kill, not before it.
+        let evidence = self.evidence_json(evidence);
         let timings = json!({
             "decision_to_issue_us": issued.duration_since(decided).as_micros() as u64,
             "action_us": finished.duration_since(issued).as_micros() as u64,
