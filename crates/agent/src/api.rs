@@ -205,8 +205,8 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
 /// A client's failure to talk to the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the agent at {path}: {source} (is `overbook agent` running, and are you root?)")]
-    Connect { path: String, source: std::io::Error },
+    #[error("cannot reach the agent at {path}: {error} (is `overbook agent` running, and are you root?)")]
+    Connect { path: String, error: std::io::Error },
     #[error("agent at {path}: {problem}")]
     Protocol { path: String, problem: String },
 }
@@ -223,7 +223,7 @@ pub fn post(socket: &Path, path: &str, body: &str) -> Result<String, ClientError
 
 fn request(socket: &Path, method: &str, path: &str, body: &str) -> Result<String, ClientError> {
     let where_ = socket.display().to_string();
-    let connect = |source| ClientError::Connect { path: where_.clone(), source };
+    let connect = |error| ClientError::Connect { path: where_.clone(), error };
     let protocol = |problem: String| ClientError::Protocol { path: where_.clone(), problem };
     let mut stream = UnixStream::connect(socket).map_err(connect)?;
     let head = format!(
