@@ -170,6 +170,20 @@ pub(crate) fn settle(
     }
 }
 
+/// Reads and parses a procfs file (or any file outside cgroupfs).
+pub(crate) fn read_proc<T>(
+    path: &str,
+    parse: impl FnOnce(&str) -> Result<T, crate::parse::ParseError>,
+) -> Result<T, CgroupError> {
+    let path = Path::new(path);
+    let text = std::fs::read_to_string(path).map_err(|source| CgroupError::Io {
+        op: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_at(path, &text, parse)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

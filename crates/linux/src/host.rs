@@ -15,7 +15,7 @@ pub const SYSTEM_PRESSURE: &str = "/proc/pressure/memory";
 
 /// The machine's memory and swap.
 pub fn meminfo() -> Result<MemInfo, CgroupError> {
-    read_host(Path::new(MemInfo::FILE), MemInfo::parse)
+    fsio::read_proc(MemInfo::FILE, MemInfo::parse)
 }
 
 /// The machine's memory pressure, or `None` where the kernel has no PSI
@@ -65,18 +65,6 @@ pub fn protect_self() -> SelfProtection {
         Err(e) => p.problems.push(format!("/proc/self/oom_score_adj: {e}")),
     }
     p
-}
-
-fn read_host<T>(
-    path: &Path,
-    parse: impl FnOnce(&str) -> Result<T, crate::parse::ParseError>,
-) -> Result<T, CgroupError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CgroupError::Io {
-        op: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    fsio::parse_at(path, &text, parse)
 }
 
 #[cfg(test)]

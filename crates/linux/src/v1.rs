@@ -41,8 +41,8 @@ impl V1Cgroups {
     /// Rooted at this process's own memory and freezer cgroups, found from
     /// `/proc/self/mounts` and `/proc/self/cgroup`.
     pub fn for_current_process() -> Result<Self, CgroupError> {
-        let mounts = read_proc("/proc/self/mounts", Mounts::parse)?;
-        let own = read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
+        let mounts = fsio::read_proc("/proc/self/mounts", Mounts::parse)?;
+        let own = fsio::read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
         let root_of = |controller: &str| -> Option<PathBuf> {
             let mount = mounts.v1_controller(controller)?;
             let path = own.v1_path(controller)?;
@@ -88,19 +88,6 @@ impl V1Cgroups {
         }
         Ok(Outcome::Done(()))
     }
-}
-
-pub(crate) fn read_proc<T>(
-    path: &str,
-    parse: impl FnOnce(&str) -> Result<T, crate::parse::ParseError>,
-) -> Result<T, CgroupError> {
-    let path = Path::new(path);
-    let text = std::fs::read_to_string(path).map_err(|source| CgroupError::Io {
-        op: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    fsio::parse_at(path, &text, parse)
 }
 
 impl ContainerCgroups for V1Cgroups {

@@ -21,7 +21,6 @@ use crate::parse::{
     ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemoryEvents, MemoryStat, Mounts,
     Pid, Pressure, ProcCgroup,
 };
-use crate::v1::read_proc;
 
 /// Containers on cgroup v2, rooted at a directory of the unified hierarchy.
 #[derive(Debug, Clone)]
@@ -38,8 +37,8 @@ impl V2Cgroups {
     /// Rooted at this process's own v2 cgroup, found from `/proc/self/mounts`
     /// and `/proc/self/cgroup`.
     pub fn for_current_process() -> Result<Self, CgroupError> {
-        let mounts = read_proc("/proc/self/mounts", Mounts::parse)?;
-        let own = read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
+        let mounts = fsio::read_proc("/proc/self/mounts", Mounts::parse)?;
+        let own = fsio::read_proc("/proc/self/cgroup", ProcCgroup::parse)?;
         let (Some(mount), Some(path)) = (mounts.v2(), own.unified_path()) else {
             return Err(CgroupError::Unsupported {
                 what: "no cgroup v2 hierarchy is mounted".into(),
