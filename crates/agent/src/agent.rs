@@ -101,6 +101,9 @@ pub struct Agent<C> {
     task_log_dir: PathBuf,
     protect_critical: bool,
     calm_period: Duration,
+    /// The reclaimer's headroom, if one is configured: a calm node nearing
+    /// it is read in full, so the reclaimer acts before the kernel must.
+    reclaim_headroom: Option<f64>,
     /// The node's counters at the last tick, and when every container was
     /// last read.
     last_pressure: Option<u64>,
@@ -149,6 +152,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             task_log_dir: config.task_log_dir.clone(),
             protect_critical: config.protect_critical,
             calm_period: config.calm_period,
+            reclaim_headroom: config.policy.reclaimer.headroom(),
             last_pressure: None,
             last_light: None,
             last_full: None,
@@ -225,7 +229,20 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let asked = self.wake_at.is_some_and(|w| now >= w);
         let waiting =
             self.tasks.by_id.values().any(|m| m.child.is_none()) || !self.suspended.is_empty();
-        Ok(busy || calm_over || asked || waiting)
+        Ok(busy || calm_over || asked || waiting || self.nearing_headroom())
+    }
+
+    /// Whether the node's free memory is within twice the reclaimer's
+    /// headroom (or cannot be told cheaply).
+    fn nearing_headroom(&self) -> bool {
+        let Some(headroom) = self.reclaim_headroom else { return false };
+        let capacity = self.sample.node.capacity;
+        match self.view.cgroups().counters(self.view.root()) {
+            Ok(Outcome::Done(root)) if capacity > 0 => {
+                (capacity.saturating_sub(root.usage) as f64) < 2.0 * headroom * capacity as f64
+            }
+            _ => true,
+        }
     }
 
     /// The node and its containers as last sampled.

@@ -100,6 +100,7 @@ struct RawAgent {
 struct RawClassRule {
     pattern: String,
     class: String,
+    weight: Option<i64>,
 }
 
 impl AgentConfig {
@@ -177,8 +178,14 @@ impl RawConfig {
                     format!("{:?} is not a class ({})", r.class, class_names()),
                 )
             })?;
-            let rule = ClassRule::new(&r.pattern, class)
+            let mut rule = ClassRule::new(&r.pattern, class)
                 .map_err(|problem| ConfigError::new(key("pattern"), problem))?;
+            if let Some(w) = r.weight {
+                let w = u32::try_from(w).ok().filter(|w| (1..=10_000).contains(w)).ok_or_else(
+                    || ConfigError::new(key("weight"), format!("{w} is not from 1 to 10000")),
+                )?;
+                rule = rule.with_weight(w);
+            }
             rules.push(rule);
         }
         self.policy.validate().map_err(|e| e.under("policy"))?;
@@ -223,29 +230,23 @@ fn parse_size(v: &toml::Value) -> Result<u64, String> {
 
 /// A size written as text: `"8GiB"`, `"512M"`, `"4096"`.
 pub fn parse_size_text(s: &str) -> Result<u64, String> {
-    {
-        {
-            let s = s.trim();
-            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-            let (num, unit) = s.split_at(split);
-            let num: f64 = num.parse().map_err(|_| format!("{s:?} is not a size like \"8GiB\""))?;
-            let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-                "" | "b" => 1,
-                "k" | "kib" => 1 << 10,
-                "m" | "mib" => 1 << 20,
-                "g" | "gib" => 1 << 30,
-                "t" | "tib" => 1 << 40,
-                other => {
-                    return Err(format!("unknown unit {other:?} in {s:?} (B, KiB, MiB, GiB, TiB)"))
-                }
-            };
-            let bytes = num * mult as f64;
-            if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
-                return Err(format!("{s:?} must be more than 0 bytes"));
-            }
-            Ok(bytes as u64)
-        }
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().map_err(|_| format!("{s:?} is not a size like \"8GiB\""))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (B, KiB, MiB, GiB, TiB)")),
+    };
+    let bytes = num * mult as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("{s:?} must be more than 0 bytes"));
     }
+    Ok(bytes as u64)
 }
 
 #[cfg(test)]
@@ -303,6 +304,8 @@ mod tests {
             .contains("classes[0].pattern"));
         assert!(err("[[classes]]\npattern = \"a*\"\nclass = \"gold\"")
             .contains("classes[0].class: \"gold\" is not a class"));
+        assert!(err("[[classes]]\npattern = \"a*\"\nclass = \"production\"\nweight = 0")
+            .contains("classes[0].weight: 0 is not from 1 to 10000"));
         assert!(err("default_class = \"x\"").contains("default_class"));
         let e = err("[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = -1");
         assert!(e.contains("policy.detector.tolerance"), "{e}");

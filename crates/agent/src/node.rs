@@ -26,6 +26,8 @@ pub struct Known {
     pub id: ContainerId,
     pub path: ContainerPath,
     pub class: Class,
+    /// Its share for the `weighted` reclaimer.
+    pub weight: u32,
     /// When the agent first saw it (or started it).
     pub seen_at: Time,
     /// Its last counters, and when they were read.
@@ -193,11 +195,12 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                     k
                 }
                 None => {
+                    let (class_by_name, weight) = self.classes.of(path.name());
                     let (id, class) = match self.reserved.get(&key) {
                         Some(&reserved) => reserved,
                         None => {
                             self.next_id += 1;
-                            (ContainerId(self.next_id - 1), self.classes.class_of(path.name()))
+                            (ContainerId(self.next_id - 1), class_by_name)
                         }
                     };
                     let frozen = match self.cgroups.freezer_state(&path) {
@@ -213,6 +216,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                         id,
                         path,
                         class,
+                        weight,
                         seen_at: now,
                         counters,
                         read_at: now,
@@ -292,6 +296,7 @@ fn stats_of(k: &Known, now: Time) -> ContainerStats {
     let mut s = ContainerStats::new(k.id, JobId(k.id.0), k.class, k.seen_at);
     s.state = if k.frozen { RunState::Frozen } else { RunState::Running };
     s.usage = c.usage;
+    s.weight = k.weight;
     s.swap = c.swap.unwrap_or(0);
     s.progress = Duration::from_micros(now.as_micros().saturating_sub(k.seen_at.as_micros()));
     s.faults = FaultCounters {

@@ -33,6 +33,31 @@ pub enum BenchCommand {
     /// (`anon`) and page cache is reclaimed (`file`) (root): writes the
     /// calibration file `overbook sim` reads (`--set sim.calibration=FILE`).
     Calibrate(CalibrateArgs),
+    /// Steered reclaim on this host's real kernel (root): 001's scenario (A
+    /// active, B idle, C boots: A's memory lost and throughput dip) and
+    /// 003's (weights 1:2:3 under stepwise pressure: the reclaimed split,
+    /// repeated; two services 1:2: their throughput ratio), each with the
+    /// kernel alone and with overbook's reclaimer.
+    Reclaim(ReclaimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReclaimArgs {
+    /// Scenarios, comma-separated: recency, weighted, services.
+    #[arg(long, value_delimiter = ',', default_value = "recency,weighted,services")]
+    scenarios: Vec<String>,
+    /// Runs of the weighted scenario with overbook (after one with the kernel alone).
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Every size times this (0.05..4); 1 is the documented sizes (a 320 MiB node for 001).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Where the working-set files go (a disk, not tmpfs).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+    /// Write every run as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +139,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::KillLatency(args) => kill_latency(args),
         BenchCommand::AgentOverhead(args) => agent_overhead(args),
         BenchCommand::Calibrate(args) => calibrate(args),
+        BenchCommand::Reclaim(args) => reclaim(args),
     }
 }
 
@@ -435,5 +461,45 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
     })?;
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn reclaim(args: ReclaimArgs) -> Result<()> {
+    use overbook_agent::bench::reclaim::{self, ReclaimPlan, Scenario};
+    need_root("bench reclaim")?;
+    if !(args.scale.is_finite() && (0.05..=4.0).contains(&args.scale)) {
+        anyhow::bail!("--scale must be from 0.05 to 4, not {}", args.scale);
+    }
+    if args.repeats == 0 || args.repeats > 100 {
+        anyhow::bail!("--repeats must be from 1 to 100, not {}", args.repeats);
+    }
+    let scenarios = args
+        .scenarios
+        .iter()
+        .map(|s| {
+            Scenario::ALL.into_iter().find(|k| k.as_str() == s).with_context(|| {
+                format!("--scenarios: unknown scenario {s:?} (recency, weighted, services)")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plan = ReclaimPlan {
+        workload: WorkloadProgram {
+            program: std::env::current_exe().context("finding the overbook binary")?,
+            prefix: vec!["workload".into()],
+        },
+        scratch: args.scratch,
+        scale: args.scale,
+        repeats: args.repeats,
+        scenarios,
+    };
+    let report = reclaim::run(&plan, |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!("bench reclaim: {e}"))?;
+    print!("{}", reclaim::table(&report));
+    if let Some(out) = &args.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+        println!("wrote {}", out.display());
+    }
+    println!("everything the benchmark made has been removed");
     Ok(())
 }

@@ -89,8 +89,9 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
-    /// `anon SIZE [SECONDS]` or `file PATH SIZE [SECONDS]`.
-    #[arg(num_args = 2..=4, required = true)]
+    /// `anon SIZE [SECONDS] [--ramp RATE] [--idle]` or `file PATH SIZE
+    /// [SECONDS] [--idle] [--fresh RATE]`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
 }
 
@@ -339,27 +340,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
 }
 
 pub fn workload(args: WorkloadArgs) -> Result<()> {
-    use overbook_agent::config::parse_size_text;
-    use overbook_agent::workload::{run, Workload};
-    let hold = |s: Option<&String>| -> Result<Option<std::time::Duration>> {
-        s.map(|s| {
-            s.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .map(std::time::Duration::from_secs_f64)
-                .with_context(|| format!("{s:?} is not a number of seconds"))
-        })
-        .transpose()
-    };
-    let size = |s: &str| parse_size_text(s).map_err(anyhow::Error::msg);
-    let a = &args.args;
-    let w = match a[0].as_str() {
-        "anon" if a.len() <= 3 => Workload::Anon { size: size(&a[1])?, hold: hold(a.get(2))? },
-        "file" if a.len() >= 3 => {
-            Workload::File { path: a[1].clone().into(), size: size(&a[2])?, hold: hold(a.get(3))? }
-        }
-        _ => bail!("usage: overbook workload anon SIZE [SECONDS] | file PATH SIZE [SECONDS]"),
-    };
+    use overbook_agent::workload::{run, Workload, USAGE};
+    let w = Workload::parse(&args.args)
+        .map_err(|e| anyhow::anyhow!("{e}\nusage: overbook workload {USAGE}"))?;
     run(&w, &mut std::io::stdout().lock())?;
     Ok(())
 }

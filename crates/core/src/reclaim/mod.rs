@@ -1,8 +1,9 @@
 //! Reclaimers: before anyone thrashes, steer which container's memory the
 //! kernel takes, so the right memory goes first.
 //!
-//! A reclaimer acts when the node's available memory falls below a headroom
-//! (a fraction of capacity) and asks for exactly the shortfall, as
+//! A reclaimer acts when the node's free memory (available, and no more
+//! than capacity less what the containers are charged) falls below a
+//! headroom (a fraction of capacity) and asks for exactly the shortfall, as
 //! `Action::Reclaim { id, bytes }` per container, at most once per
 //! `interval` (the kernel needs the time to do it). The agent turns each
 //! into the kernel's own mechanism (v2 `memory.reclaim`; v1 a brief squeeze
@@ -95,6 +96,16 @@ impl ReclaimerConfig {
         }
     }
 
+    /// The free memory the reclaimer keeps, as a fraction of capacity;
+    /// `None` for `none`.
+    pub fn headroom(&self) -> Option<f64> {
+        match *self {
+            ReclaimerConfig::None {} => None,
+            ReclaimerConfig::Recency { headroom, .. }
+            | ReclaimerConfig::Weighted { headroom, .. } => Some(headroom),
+        }
+    }
+
     /// `None` for `none`.
     pub fn build(&self) -> Option<Box<dyn Reclaimer>> {
         match *self {
@@ -128,7 +139,12 @@ impl Pacing {
             return None;
         }
         let want = (obs.node.capacity as f64 * self.headroom) as Bytes;
-        let short = want.saturating_sub(obs.node.available);
+        // What nobody is charged for: the kernel reclaims when this runs
+        // out, even while `available` still counts idle page cache (the
+        // kubelet's working set leaves inactive cache out of use).
+        let charged: Bytes = obs.containers.iter().map(|c| c.usage).sum();
+        let free = obs.node.available.min(obs.node.capacity.saturating_sub(charged));
+        let short = want.saturating_sub(free);
         if short == 0 {
             return None;
         }
@@ -152,5 +168,21 @@ mod tests {
             toml::from_str("kind = \"recency\"\nheadroom = 2.0\n").expect("parses");
         assert_eq!(bad.validate().unwrap_err().key, "headroom");
         assert!(toml::from_str::<ReclaimerConfig>("kind = \"weighted\"\ngrowth = 1\n").is_err());
+    }
+
+    /// Idle page cache counts as available (the kubelet's view) but the
+    /// kernel still has to reclaim it when the containers' charges reach
+    /// capacity: the shortfall is reckoned on what is charged.
+    #[test]
+    fn the_shortfall_counts_charged_page_cache() {
+        use crate::model::{Class, ContainerStats, JobId, NodeStats};
+        use crate::time::Time;
+        let mut p = Pacing::new(0.1, 1.0);
+        let mut c = ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
+        c.usage = 950;
+        let node = NodeStats { capacity: 1000, available: 600, ..NodeStats::default() };
+        let cs = [c];
+        let obs = Observation { now: Time::ZERO, node, containers: &cs };
+        assert_eq!(p.shortfall(&obs), Some(50));
     }
 }
