@@ -16,7 +16,9 @@
 //!
 //! The working sets are files in the page cache, so the kernel can reclaim
 //! them without swap (the host may have none), and each worker drops its
-//! file's cache first so its pages are charged to it.
+//! file's cache first so its pages are charged to it. Every run has files
+//! of its own, removed with it: on a tmpfs scratch (the VM's), pages stay
+//! charged to whoever first wrote them, whatever later reads them.
 
 use super::{read_number, BenchNode, Worker, WorkloadProgram, MIB};
 use crate::agent::Agent;
@@ -130,13 +132,20 @@ struct Scene {
     agent: Option<Agent<Box<dyn NodeCgroups>>>,
     start: Instant,
     workers: BTreeMap<String, Worker>,
+    files: tempfile::TempDir,
 }
 
 impl Scene {
-    fn new(name: &str, limit: u64) -> Result<Scene, String> {
+    fn new(plan: &ReclaimPlan, name: &str, limit: u64) -> Result<Scene, String> {
+        let files = tempfile::Builder::new()
+            .prefix("overbook-bench-reclaim-")
+            .tempdir_in(&plan.scratch)
+            .map_err(|e| {
+                format!("cannot make a scratch directory in {}: {e}", plan.scratch.display())
+            })?;
         let node =
             BenchNode::new(&format!("overbook-bench-{name}-{}", std::process::id()), Some(limit))?;
-        Ok(Scene { node, agent: None, start: Instant::now(), workers: BTreeMap::new() })
+        Ok(Scene { node, agent: None, start: Instant::now(), workers: BTreeMap::new(), files })
     }
 
     /// Starts the agent on the node with this reclaimer and class rules.
@@ -151,6 +160,11 @@ impl Scene {
             Agent::new(&config, cg, EventLog::in_memory(10_000)).map_err(|e| e.to_string())?;
         self.agent = Some(agent);
         Ok(())
+    }
+
+    /// A path for a working-set file of this run.
+    fn file(&self, name: &str) -> String {
+        self.files.path().join(name).to_string_lossy().to_string()
     }
 
     fn start(&mut self, w: &WorkloadProgram, name: &str, args: &[String]) -> Result<(), String> {
@@ -242,12 +256,6 @@ fn size_arg(bytes: u64) -> String {
 
 /// Runs what the plan asks, telling `say` what happens.
 pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimReport, String> {
-    let scratch = tempfile::Builder::new()
-        .prefix("overbook-bench-reclaim-")
-        .tempdir_in(&plan.scratch)
-        .map_err(|e| {
-            format!("cannot make a scratch directory in {}: {e}", plan.scratch.display())
-        })?;
     let mut report = ReclaimReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
         scale: plan.scale,
@@ -257,7 +265,7 @@ pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimRepor
         match s {
             Scenario::Recency => {
                 for reclaimer in [None, Some("recency")] {
-                    let r = recency_run(plan, scratch.path(), reclaimer, &mut say)?;
+                    let r = recency_run(plan, reclaimer, &mut say)?;
                     say(&format!(
                         "  {:>8}: A lost {:.1}% of its memory ({} → {} MiB), B lost {:.1}%, A's throughput dipped {:.1}%",
                         r.reclaimer,
@@ -274,7 +282,7 @@ pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimRepor
                 let runs = std::iter::once(None)
                     .chain(std::iter::repeat_n(Some("weighted"), plan.repeats));
                 for (i, reclaimer) in runs.enumerate() {
-                    let r = weighted_run(plan, scratch.path(), reclaimer, &mut say)?;
+                    let r = weighted_run(plan, reclaimer, &mut say)?;
                     say(&format!(
                         "  {:>8} #{i}: reclaimed split {:.1}% / {:.1}% / {:.1}% (water-filling: {:.1}% / {:.1}% / {:.1}%)",
                         r.reclaimer,
@@ -290,7 +298,7 @@ pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimRepor
             }
             Scenario::Services => {
                 for reclaimer in [None, Some("weighted")] {
-                    let r = services_run(plan, scratch.path(), reclaimer, &mut say)?;
+                    let r = services_run(plan, reclaimer, &mut say)?;
                     say(&format!(
                         "  {:>8}: throughput {:.0} / {:.0} reads/s squeezed, ratio {:.2} (alone {:.0} / {:.0})",
                         r.reclaimer, r.squeezed[0], r.squeezed[1], r.ratio, r.alone[0], r.alone[1]
@@ -305,24 +313,23 @@ pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimRepor
 
 fn recency_run(
     plan: &ReclaimPlan,
-    dir: &std::path::Path,
     reclaimer: Option<&str>,
     say: &mut impl FnMut(&str),
 ) -> Result<RecencyRun, String> {
     let name = reclaimer.unwrap_or("kernel");
     say(&format!("recency (001): A active, B idle, C boots; {name}"));
     let (a_size, b_size, c_size) = (mib(plan, 96), mib(plan, 128), mib(plan, 128));
-    let mut scene = Scene::new("recency", mib(plan, 320))?;
-    let file = |n: &str| dir.join(n).to_string_lossy().to_string();
+    let mut scene = Scene::new(plan, "recency", mib(plan, 320))?;
+    let (a_file, b_file) = (scene.file("a"), scene.file("b"));
     let w = &plan.workload;
     let fresh = (mib(plan, 1)).to_string();
     scene.start(
         w,
         "a-active",
-        &["file".into(), file("a"), size_arg(a_size), "--fresh".into(), fresh],
+        &["file".into(), a_file, size_arg(a_size), "--fresh".into(), fresh],
     )?;
     scene.ready("a-active", Duration::from_secs(300))?;
-    scene.start(w, "b-idle", &["file".into(), file("b"), size_arg(b_size), "--idle".into()])?;
+    scene.start(w, "b-idle", &["file".into(), b_file, size_arg(b_size), "--idle".into()])?;
     scene.ready("b-idle", Duration::from_secs(300))?;
     if let Some(r) = reclaimer {
         scene.start_agent(&format!("{{ kind = \"{r}\", headroom = 0.15, interval = 0.2 }}"), "")?;
@@ -384,16 +391,15 @@ const STEPS: usize = 6;
 
 fn weighted_run(
     plan: &ReclaimPlan,
-    dir: &std::path::Path,
     reclaimer: Option<&str>,
     say: &mut impl FnMut(&str),
 ) -> Result<WeightedRun, String> {
     let name = reclaimer.unwrap_or("kernel");
     say(&format!("weighted (003): weights 1:2:3, equal usage, {STEPS} steps of pressure; {name}"));
-    let mut scene = Scene::new("weighted", mib(plan, 400))?;
+    let mut scene = Scene::new(plan, "weighted", mib(plan, 400))?;
     let names = ["w1", "w2", "w3"];
     for n in names {
-        let path = dir.join(n).to_string_lossy().to_string();
+        let path = scene.file(n);
         scene.start(
             &plan.workload,
             n,
@@ -456,7 +462,6 @@ fn weighted_run(
 
 fn services_run(
     plan: &ReclaimPlan,
-    dir: &std::path::Path,
     reclaimer: Option<&str>,
     say: &mut impl FnMut(&str),
 ) -> Result<ServicesRun, String> {
@@ -464,11 +469,11 @@ fn services_run(
     say(&format!("services (003 Table 2): weights 1:2, working sets 1:2, squeezed; {name}"));
     let sets = [mib(plan, 64), mib(plan, 128)];
     // Room for three quarters of both working sets.
-    let mut scene = Scene::new("services", (sets[0] + sets[1]) * 3 / 4 + mib(plan, 16))?;
+    let mut scene = Scene::new(plan, "services", (sets[0] + sets[1]) * 3 / 4 + mib(plan, 16))?;
     let names = ["s1", "s2"];
     let mut alone = [0.0; 2];
     for (i, n) in names.iter().enumerate() {
-        let path = dir.join(n).to_string_lossy().to_string();
+        let path = scene.file(n);
         scene.start(&plan.workload, n, &["file".into(), path, size_arg(sets[i])])?;
         scene.ready(n, Duration::from_secs(300))?;
         if i == 0 {
@@ -481,7 +486,7 @@ fn services_run(
         let classes = "[[classes]]\npattern = \"s1\"\nclass = \"production\"\nweight = 1\n\
                        [[classes]]\npattern = \"s2\"\nclass = \"production\"\nweight = 2\n";
         scene.start_agent(
-            &format!("{{ kind = \"{r}\", headroom = 0.1, interval = 0.1 }}"),
+            &format!("{{ kind = \"{r}\", headroom = 0.2, interval = 0.05 }}"),
             classes,
         )?;
     }
