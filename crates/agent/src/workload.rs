@@ -11,9 +11,10 @@
 //! Three paces shape a container's memory demand as the kernel sees it
 //! (001's scenario needs all three): `--ramp` grows to the size at a given
 //! rate (a booting container), `--idle` holds the memory untouched after
-//! `ready` (a container that stopped using it), `--fresh` keeps reading
-//! never-read file pages at a given rate besides the working set (a
-//! database paging in new data: a steady page demand).
+//! `ready` (a container that stopped using it), `--fresh` keeps writing
+//! new pages past the file's working set at a given rate (a database
+//! taking in new data: a steady page demand, seen as usage growth on a disk
+//! and on tmpfs alike).
 
 use crate::config::parse_size_text;
 use std::fs::{File, OpenOptions};
@@ -50,9 +51,9 @@ pub struct Workload {
     pub idle: bool,
     /// Anon only: grow to `size` at this many bytes per second.
     pub ramp: Option<u64>,
-    /// File only: besides the working set, read this many bytes per second
-    /// of file pages never read before (the file is made twice `size`
-    /// long; the second half is read in order, then again).
+    /// File only: besides reading the working set, write this many bytes
+    /// per second of new pages past it (in order, up to three times `size`,
+    /// then again from the start of that region).
     pub fresh: Option<u64>,
 }
 
@@ -189,15 +190,15 @@ fn file(path: &Path, w: &Workload, out: &mut dyn Write) -> io::Result<()> {
     use rustix::fs::{fadvise, Advice};
     let pages = pages_of(w.size)?;
     let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    fill(&f, 0, w.size)?;
-    if w.fresh.is_some() {
-        fill(&f, w.size, w.size)?;
+    // What an earlier run appended is not part of the working set.
+    if f.metadata()?.len() > w.size {
+        f.set_len(w.size)?;
     }
+    fill(&f, 0, w.size)?;
     // Every page must come from the disk when this process reads it, so it
     // is charged to this container, not to whoever cached it before (the
-    // file's writer, an earlier run); the fresh half must be fresh.
+    // file's writer, an earlier run).
     fadvise(&f, 0, None, Advice::DontNeed)?;
-    let f = File::open(path)?;
     // Each read is one page: readahead would charge pages nobody asked for.
     fadvise(&f, 0, None, Advice::Random)?;
     let mut page = [0u8; PAGE];
@@ -211,16 +212,16 @@ fn file(path: &Path, w: &Workload, out: &mut dyn Write) -> io::Result<()> {
     }
     let mut rng = XorShift(0xD1B5_4A32_D192_ED03);
     let start = Instant::now();
-    let mut fresh_read = 0u64;
+    let mut fresh_written = 0u64;
     let fresh_rate = w.fresh.unwrap_or(0) as f64;
-    let mut fresh_page = [0u8; PAGE];
+    let fresh_page = [5u8; PAGE];
     touch_loop(w.hold, out, || {
         let p = rng.next() % pages as u64;
         f.read_exact_at(&mut page, p * PAGE as u64)?;
-        while (fresh_read as f64) < start.elapsed().as_secs_f64() * fresh_rate / PAGE as f64 {
-            let at = w.size + (fresh_read % pages as u64) * PAGE as u64;
-            f.read_exact_at(&mut fresh_page, at)?;
-            fresh_read += 1;
+        while (fresh_written as f64) < start.elapsed().as_secs_f64() * fresh_rate / PAGE as f64 {
+            let at = w.size + (fresh_written % (3 * pages as u64)) * PAGE as u64;
+            f.write_all_at(&fresh_page, at)?;
+            fresh_written += 1;
         }
         Ok(())
     })
@@ -291,7 +292,8 @@ mod tests {
             ..Workload::anon(1 << 20)
         };
         run(&w, &mut out).expect("file runs");
-        assert_eq!(std::fs::metadata(&path).expect("made").len(), 2 << 20, "fresh doubles it");
+        let len = std::fs::metadata(&path).expect("made").len();
+        assert!(len > 1 << 20, "about 1 MiB/s written past the working set: {len}");
         let text = String::from_utf8_lossy(&out).to_string();
         assert!(text.starts_with("ready\nrate "), "{text}");
     }
