@@ -600,8 +600,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if self.view.knows(&path) || self.tasks.by_id.values().any(|m| m.path == path) {
             return Err(RunError::Exists(request.name));
         }
+        if let Some(w) = request.weight.filter(|w| !(1..=10_000).contains(w)) {
+            return Err(RunError::Weight(w));
+        }
         let job = self.tasks.job_id(request.job.as_deref().unwrap_or(&request.name));
-        let id = self.view.reserve(&path, request.class);
+        let id = self.view.reserve(&path, request.class, request.weight);
         let task = TaskRequest {
             id,
             job,

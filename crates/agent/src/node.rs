@@ -70,7 +70,7 @@ pub struct NodeView<C> {
     classes: ClassRules,
     known: BTreeMap<String, Known>,
     /// Ids and classes given before the container exists (`overbook run`).
-    reserved: BTreeMap<String, (ContainerId, Class)>,
+    reserved: BTreeMap<String, (ContainerId, Class, Option<u32>)>,
     next_id: u64,
     /// The root's limit as of the last full sample (it rarely changes).
     root_limit: std::cell::Cell<Option<Option<u64>>>,
@@ -119,10 +119,15 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     }
 
     /// Gives a container the agent is about to make its id and class now.
-    pub fn reserve(&mut self, path: &ContainerPath, class: Class) -> ContainerId {
+    pub fn reserve(
+        &mut self,
+        path: &ContainerPath,
+        class: Class,
+        weight: Option<u32>,
+    ) -> ContainerId {
         let id = ContainerId(self.next_id);
         self.next_id += 1;
-        self.reserved.insert(path.as_str().to_string(), (id, class));
+        self.reserved.insert(path.as_str().to_string(), (id, class, weight));
         id
     }
 
@@ -195,12 +200,12 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                     k
                 }
                 None => {
-                    let (class_by_name, weight) = self.classes.of(path.name());
-                    let (id, class) = match self.reserved.get(&key) {
-                        Some(&reserved) => reserved,
+                    let (class_by_name, weight_by_name) = self.classes.of(path.name());
+                    let (id, class, weight) = match self.reserved.get(&key) {
+                        Some(&(id, class, weight)) => (id, class, weight.unwrap_or(weight_by_name)),
                         None => {
                             self.next_id += 1;
-                            (ContainerId(self.next_id - 1), class_by_name)
+                            (ContainerId(self.next_id - 1), class_by_name, weight_by_name)
                         }
                     };
                     let frozen = match self.cgroups.freezer_state(&path) {

@@ -24,6 +24,10 @@ pub struct RunRequest {
     /// The job whose history profiles this task; default: the name.
     #[serde(default)]
     pub job: Option<String>,
+    /// Its share for the `weighted` reclaimer (1..=10000); default: its
+    /// class rule's.
+    #[serde(default)]
+    pub weight: Option<u32>,
     /// The program and its arguments.
     pub command: Vec<String>,
     /// Working directory; default: `/`.
@@ -49,6 +53,8 @@ pub enum RunError {
     Name { name: String, problem: String },
     #[error("the command is empty")]
     NoCommand,
+    #[error("weight {0} is not from 1 to 10000")]
+    Weight(u32),
     #[error("a container named {0:?} already exists on this node")]
     Exists(String),
     #[error("refused by the launcher: {0}")]

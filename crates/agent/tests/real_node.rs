@@ -369,6 +369,7 @@ fn a_best_effort_run_waits_until_its_memory_fits_then_runs_and_finishes() {
         class,
         mem_peak: peak,
         job: None,
+        weight: None,
         command: std::iter::once(WORKLOAD).chain(args.iter().copied()).map(String::from).collect(),
         cwd: None,
     };
@@ -425,6 +426,7 @@ fn a_run_task_killed_by_a_preemption_is_queued_again_not_lost() {
             class: Class::BestEffort,
             mem_peak: Some(MIB),
             job: None,
+            weight: None,
             command: vec![WORKLOAD.into(), "anon".into(), "64M".into()],
             cwd: None,
         };

@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// The job whose finished tasks profile this one (default: the name).
     #[arg(long)]
     job: Option<String>,
+    /// The container's share for the `weighted` reclaimer, 1..10000
+    /// (default: its class rule's, else 1).
+    #[arg(long)]
+    weight: Option<u32>,
     /// The agent's API socket.
     #[arg(long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
@@ -360,6 +364,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         class: args.class,
         mem_peak,
         job: args.job,
+        weight: args.weight,
         command: args.command,
         cwd: std::env::current_dir().ok(),
     };

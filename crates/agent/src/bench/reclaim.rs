@@ -269,13 +269,14 @@ pub fn run(plan: &ReclaimPlan, mut say: impl FnMut(&str)) -> Result<ReclaimRepor
                 for reclaimer in [None, Some("recency")] {
                     let r = recency_run(plan, reclaimer, &mut say)?;
                     say(&format!(
-                        "  {:>8}: A lost {:.1}% of its memory ({} → {} MiB), B lost {:.1}%, A's throughput dipped {:.1}%",
+                        "  {:>8}: A lost {:.1}% of its memory ({} → {} MiB), B lost {:.1}%, A's throughput dipped {:.1}%; asked of {:?}",
                         r.reclaimer,
                         100.0 * r.a_lost,
                         r.a_before / MIB,
                         r.a_min / MIB,
                         100.0 * r.b_lost,
-                        100.0 * r.a_dip
+                        100.0 * r.a_dip,
+                        r.asked.iter().map(|(k, v)| format!("{k} {} MiB", v / MIB)).collect::<Vec<_>>()
                     ));
                     report.recency.push(r);
                 }
