@@ -248,8 +248,14 @@ fn mean(xs: &[f64]) -> f64 {
     }
 }
 
+/// A size of `m` MiB at the plan's scale (4 MiB at least).
 fn mib(plan: &ReclaimPlan, m: u64) -> u64 {
-    ((m as f64 * plan.scale) as u64 * MIB).max(4 * MIB)
+    per_s(plan, m).max(4 * MIB)
+}
+
+/// A rate of `m` MiB/s at the plan's scale.
+fn per_s(plan: &ReclaimPlan, m: u64) -> u64 {
+    (m as f64 * plan.scale * MIB as f64) as u64
 }
 
 fn size_arg(bytes: u64) -> String {
@@ -325,7 +331,7 @@ fn recency_run(
     let mut scene = Scene::new(plan, "recency", mib(plan, 320))?;
     let (a_file, b_file) = (scene.file("a"), scene.file("b"));
     let w = &plan.workload;
-    let fresh = (mib(plan, 1)).to_string();
+    let fresh = per_s(plan, 1).to_string();
     scene.start(
         w,
         "a-active",
@@ -343,7 +349,7 @@ fn recency_run(
     scene.run_for(Duration::from_secs(3), |_| {})?;
     let a_rate_before = mean(&scene.rates("a-active"));
     let (a_before, b_before) = (scene.usage("a-active"), scene.usage("b-idle"));
-    let ramp = (mib(plan, 32)).to_string();
+    let ramp = per_s(plan, 32).to_string();
     scene.start(
         w,
         "c-boots",
@@ -436,7 +442,7 @@ fn weighted_run(
             "anon".into(),
             size_arg(mib(plan, 32)),
             "--ramp".into(),
-            size_arg(mib(plan, 64)),
+            size_arg(per_s(plan, 64)),
             "--idle".into(),
         ];
         scene.start(&plan.workload, &p, &args)?;
