@@ -885,9 +885,7 @@ fn stats_of(task: &Task) -> ContainerStats {
     // Idle and refaulting containers are not frozen: they are up, and
     // their memory is what a reclaimer weighs.
     let state = match task.phase {
-        Phase::Running { .. } | Phase::Idle { .. } | Phase::Refaulting { .. } => {
-            RunState::Running
-        }
+        Phase::Running { .. } | Phase::Idle { .. } | Phase::Refaulting { .. } => RunState::Running,
         _ => RunState::Frozen,
     };
     let mut c = ContainerStats::new(task.id, task.spec.job, task.spec.class, task.started);

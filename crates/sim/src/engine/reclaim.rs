@@ -18,6 +18,9 @@
 //! memory has given the whole excess. A reclaimer's `Action::Reclaim` takes
 //! from the one container it names (`reclaim`), before the kernel has to.
 //!
+//! A task's `lost_share` is the most of its memory it was short of at once:
+//! cold memory out, or hot memory still to fault back.
+//!
 //! Only with an idle member does the kernel have cold memory to take; without
 //! one, memory beyond capacity is thrashing, as it always was.
 
@@ -49,8 +52,7 @@ impl Engine<'_> {
             }
             Phase::Running { node: at } | Phase::Refaulting { node: at } if at == node => {
                 let bytes = bytes.min(task.mem);
-                let share = bytes as f64 / task.mem.max(1) as f64;
-                self.stall(slot, node, bytes, share);
+                self.stall(slot, node, bytes);
             }
             _ => {}
         }
@@ -68,7 +70,7 @@ impl Engine<'_> {
         }
         let excess = n.resident() - n.capacity;
         let swap_free = n.swap_total.saturating_sub(n.swap_used);
-        let (mut cold, mut all) = (0u128, 0u128);
+        let mut cold = 0u128;
         let mut members = Vec::with_capacity(n.members.len());
         for m in &n.members {
             let Some(task) = self.task(m.slot) else { continue };
@@ -83,7 +85,6 @@ impl Engine<'_> {
             if idle {
                 cold += u128::from(held);
             }
-            all += u128::from(held);
             members.push((m.slot, idle, held));
         }
         let covered = u128::from(excess.min(swap_free)).min(cold);
@@ -99,9 +100,7 @@ impl Engine<'_> {
             if idle {
                 left -= self.take_cold(slot, node, part as Bytes) as u128;
             } else {
-                let peak = covered * u128::from(held) / all;
-                let mem = self.task(slot).map_or(1, |t| t.mem.max(1));
-                self.stall(slot, node, part as Bytes, peak as f64 / mem as f64);
+                self.stall(slot, node, part as Bytes);
             }
         }
         for &(slot, idle, _) in &members {
@@ -134,22 +133,26 @@ impl Engine<'_> {
     }
 
     /// A working task lost `bytes` it needs: it stands still while it faults
-    /// them back (after any refaulting it is already doing). `share` is the
-    /// most of its memory it was short of at once.
-    fn stall(&mut self, slot: u32, node: u32, bytes: Bytes, share: f64) {
+    /// them back, after any refaulting it is already doing. What it is short
+    /// of at once is that backlog: memory taken faster than swap gives it
+    /// back piles up (001 Fig. 3(b): A loses 256 MB while C boots).
+    fn stall(&mut self, slot: u32, node: u32, bytes: Bytes) {
         if bytes == 0 {
             return;
         }
         self.advance(node);
         self.sync(slot);
         let now = self.now;
-        let pause = Duration::from_secs_f64(bytes as f64 / self.cfg.swap_bandwidth);
+        let bw = self.cfg.swap_bandwidth;
+        let pause = Duration::from_secs_f64(bytes as f64 / bw);
         let Some(task) = self.task_mut(slot) else { return };
         task.outcome.reclaimed += bytes;
-        task.outcome.lost_share = task.outcome.lost_share.max(share);
         task.outcome.refault_time += pause;
         task.refaults += bytes as f64 / PAGE;
         task.refault_until = task.refault_until.max(now) + pause;
+        let backlog = task.refault_until.since(now).as_secs_f64() * bw;
+        let share = (backlog / task.mem.max(1) as f64).min(1.0);
+        task.outcome.lost_share = task.outcome.lost_share.max(share);
         let until = task.refault_until;
         let was_running = task.phase == (Phase::Running { node });
         task.phase = Phase::Refaulting { node };
@@ -191,9 +194,12 @@ impl Engine<'_> {
             self.start_running(slot, node);
             return;
         }
+        // It did no work while idle: its clocks start from now.
+        let clocks = self.nodes[node as usize].clocks;
         let Some(task) = self.task_mut(slot) else { return };
         task.phase = Phase::Running { node };
-        self.stall(slot, node, out, 0.0);
+        task.base = clocks;
+        self.stall(slot, node, out);
         // Taken once already: `stall` counts what it faults back, not a new loss.
         if let Some(task) = self.task_mut(slot) {
             task.outcome.reclaimed -= out;
