@@ -891,7 +891,7 @@ fn stats_of(task: &Task) -> ContainerStats {
     let mut c = ContainerStats::new(task.id, task.spec.job, task.spec.class, task.started);
     c.state = state;
     c.progress = task.progress;
-    c.usage = task.mem - task.out;
+    c.usage = task.mem.saturating_sub(task.out);
     c.swap = task.out;
     c.weight = task.spec.weight;
     c.faults = FaultCounters {

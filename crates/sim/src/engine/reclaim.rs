@@ -78,7 +78,7 @@ impl Engine<'_> {
                 continue;
             }
             let (idle, held) = match task.phase {
-                Phase::Idle { .. } => (true, task.mem - task.out),
+                Phase::Idle { .. } => (true, task.mem.saturating_sub(task.out)),
                 Phase::Running { .. } | Phase::Refaulting { .. } => (false, task.mem),
                 _ => continue,
             };
@@ -122,7 +122,7 @@ impl Engine<'_> {
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return 0;
         };
-        let take = bytes.min(task.mem - task.out).min(swap_free);
+        let take = bytes.min(task.mem.saturating_sub(task.out)).min(swap_free);
         task.out += take;
         n.out += take;
         n.swap_used += take;
