@@ -395,6 +395,8 @@ impl Generator {
             cpus: 1.0,
             work: Some(work),
             profile: MemProfile::from_points(points),
+            weight: 1,
+            pauses: Vec::new(),
         }
     }
 
@@ -429,6 +431,8 @@ impl Generator {
             cpus: 1.0,
             work: Some(work),
             profile: MemProfile::from_points(points),
+            weight: 1,
+            pauses: Vec::new(),
         }
     }
 

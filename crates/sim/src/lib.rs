@@ -3,6 +3,7 @@
 //! or the built-in workload generator.
 
 pub mod calibration;
+pub mod consolidate;
 pub mod engine;
 pub mod generate;
 pub mod killdelay;

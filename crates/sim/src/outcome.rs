@@ -40,6 +40,15 @@ pub struct TaskOutcome {
     pub checkpoint_time: Duration,
     /// Time it ran slowed by thrashing (any slowdown below full speed).
     pub thrashing_time: Duration,
+    /// Memory reclaim took from it (the kernel's or a reclaimer's), bytes.
+    #[serde(default)]
+    pub reclaimed: u64,
+    /// The largest share of its memory it was short of at once.
+    #[serde(default)]
+    pub lost_share: f64,
+    /// Time it stood still faulting reclaimed memory back.
+    #[serde(default)]
+    pub refault_time: Duration,
 }
 
 impl TaskOutcome {

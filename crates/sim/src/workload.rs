@@ -105,6 +105,39 @@ pub struct TaskSpec {
     pub work: Option<Duration>,
     /// Memory over the work; may be empty or partial when `Usage` events follow.
     pub profile: MemProfile,
+    /// Share of memory for the `weighted` reclaimer (003); traces carry none.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Idle spells, by work offset: at `at` the task stops working and
+    /// touching its memory for `length` of wall time (a service with no
+    /// requests), its memory then the coldest on the node. Sorted by `at`.
+    #[serde(default)]
+    pub pauses: Vec<Pause>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// An idle spell of a task (`TaskSpec::pauses`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    /// Work offset at which it begins.
+    pub at: Duration,
+    /// Wall time it lasts.
+    pub length: Duration,
+}
+
+impl TaskSpec {
+    /// The idle spell that begins exactly at work offset `at`, if any.
+    pub fn pause_at(&self, at: Duration) -> Option<Pause> {
+        self.pauses.iter().find(|p| p.at == at).copied()
+    }
+
+    /// The first idle spell after work offset `after`.
+    pub fn next_pause(&self, after: Duration) -> Option<Duration> {
+        self.pauses.iter().map(|p| p.at).find(|&a| a > after)
+    }
 }
 
 /// One event of a workload, in time order.

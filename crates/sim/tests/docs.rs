@@ -17,6 +17,7 @@ use overbook_core::launch::LaunchConfig;
 use overbook_core::preempt::PreemptorConfig;
 use overbook_core::rank::RankerConfig;
 use overbook_core::reclaim::ReclaimerConfig;
+use overbook_sim::consolidate::ConsolidationConfig;
 use overbook_sim::generate::GeneratorConfig;
 use overbook_sim::killdelay::KillDelayDist;
 use overbook_sim::report::PLOTS;
@@ -188,6 +189,10 @@ fn every_workload_key_is_documented() {
     let generate = section(workload, "`kind = \"generate\"`", "config.md");
     let generator_keys = keys_of(&GeneratorConfig::default());
     assert_rows(generate, "[workload] kind = \"generate\"", &generator_keys);
+
+    let consolidation = section(workload, "`kind = \"consolidation\"`", "config.md");
+    let what = "[workload] kind = \"consolidation\"";
+    assert_rows(consolidation, what, &keys_of(&ConsolidationConfig::default()));
 
     let mut table = toml::Table::new();
     let mut w = toml::Table::new();

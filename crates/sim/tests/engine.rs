@@ -80,6 +80,8 @@ fn task(
         cpus: 1.0,
         work: Some(Duration::from_secs(work)),
         profile,
+        weight: 1,
+        pauses: Vec::new(),
     })
 }
 

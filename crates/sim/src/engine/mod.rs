@@ -14,6 +14,7 @@ mod placement;
 mod points;
 mod prefetch;
 mod queue;
+mod reclaim;
 mod task;
 
 use crate::outcome::{RunCounters, RunResult, TaskOutcome};
@@ -527,6 +528,9 @@ impl<'m> Engine<'m> {
         task.mem = mem;
         let n = &mut self.nodes[node as usize];
         n.demand = n.demand.saturating_sub(before).saturating_add(mem);
+        if mem > before {
+            self.kernel_reclaim(node);
+        }
         self.target_point(slot, node);
         if !self.recompute(node) {
             self.time_point(slot, node);
@@ -636,8 +640,14 @@ impl<'m> Engine<'m> {
     }
 
     fn on_resumed(&mut self, slot: u32, epoch: u32) {
-        let Some(Phase::Resuming { node }) = self.live(slot, epoch).map(|t| t.phase) else {
-            return;
+        let node = match self.live(slot, epoch).map(|t| t.phase) {
+            Some(Phase::Resuming { node }) => node,
+            Some(Phase::Idle { node }) => return self.end_idle(slot, node),
+            Some(Phase::Refaulting { node }) => {
+                self.advance(node);
+                return self.start_running(slot, node);
+            }
+            _ => return,
         };
         self.advance(node);
         let n = &mut self.nodes[node as usize];
@@ -706,7 +716,7 @@ impl<'m> Engine<'m> {
             Action::Resume { site, .. } => self.resume(slot, node, site),
             Action::Reject { reason, .. } => self.reject(slot, reason),
             Action::Preempt { how, .. } => self.preempt(slot, node, how),
-            Action::Reclaim { .. } => {}
+            Action::Reclaim { bytes, .. } => self.reclaim(slot, node, bytes),
         }
     }
 
@@ -731,6 +741,7 @@ impl<'m> Engine<'m> {
         let mem = task.mem;
         n.add_member(Member::new(slot, true, Lane::of(task.spec.class), task.spec.cpus));
         n.demand = n.demand.saturating_add(mem);
+        self.kernel_reclaim(node);
         self.target_point(slot, node);
         if !self.recompute(node) {
             self.time_point(slot, node);
@@ -784,6 +795,7 @@ impl<'m> Engine<'m> {
         n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
         n.add_member(member);
         n.demand = n.demand.saturating_add(mem);
+        self.kernel_reclaim(node);
         self.recompute(node);
         self.queue
             .push(now + Duration::from_secs_f64(pause.min(1e9)), Event::Resumed { slot, epoch });
@@ -870,14 +882,18 @@ fn task_phase(engine: &mut Engine<'_>, slot: u32, phase: Phase) {
 }
 
 fn stats_of(task: &Task) -> ContainerStats {
+    // Idle and refaulting containers are not frozen: they are up, and
+    // their memory is what a reclaimer weighs.
     let state = match task.phase {
-        Phase::Running { .. } => RunState::Running,
+        Phase::Running { .. } | Phase::Idle { .. } | Phase::Refaulting { .. } => RunState::Running,
         _ => RunState::Frozen,
     };
     let mut c = ContainerStats::new(task.id, task.spec.job, task.spec.class, task.started);
     c.state = state;
     c.progress = task.progress;
-    c.usage = task.mem;
+    c.usage = task.mem.saturating_sub(task.out);
+    c.swap = task.out;
+    c.weight = task.spec.weight;
     c.faults = FaultCounters {
         major_faults: task.major_faults as u64,
         refault_anon: task.refaults as u64,

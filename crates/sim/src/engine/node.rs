@@ -48,6 +48,12 @@ pub struct Node {
     pub members: Vec<Member>,
     /// Memory the members hold.
     pub demand: Bytes,
+    /// Of `demand`, what reclaim pushed to swap from idle members (it is
+    /// also in `swap_used`).
+    pub out: Bytes,
+    /// Members in an idle spell: only with some does the kernel have cold
+    /// memory to reclaim instead of thrashing.
+    pub idle: u32,
     /// Cores its running members use.
     pub running_cpus: f64,
     /// Requests of the production and critical tasks placed here: the memory
@@ -86,6 +92,8 @@ impl Node {
             policy: Box::new(policy),
             members: Vec::new(),
             demand: 0,
+            out: 0,
+            idle: 0,
             running_cpus: 0.0,
             guaranteed: 0,
             queued_request: 0,
@@ -107,12 +115,17 @@ impl Node {
         NodeStats {
             reclaims: None,
             capacity: self.capacity,
-            available: self.capacity.saturating_sub(self.demand),
+            available: self.capacity.saturating_sub(self.resident()),
             swap_total: self.swap_total,
             swap_free: self.swap_total.saturating_sub(self.swap_used),
             // Time its tasks ran slowed by thrashing: the simulator's PSI `some total`.
             stall: Some(self.clocks.thrash),
         }
+    }
+
+    /// Memory in RAM: what the thrashing model weighs against capacity.
+    pub fn resident(&self) -> Bytes {
+        self.demand.saturating_sub(self.out)
     }
 
     /// The placement key: load in parts per million of capacity (memory held

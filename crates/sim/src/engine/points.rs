@@ -37,7 +37,7 @@ impl Engine<'_> {
         let secs = dt.as_secs_f64();
         let rates = if n.thrashing {
             self.counters.thrashing_node_seconds += secs;
-            self.model.fault_rates(n.demand, n.capacity)
+            self.model.fault_rates(n.resident(), n.capacity)
         } else {
             (0.0, 0.0)
         };
@@ -60,9 +60,9 @@ impl Engine<'_> {
     /// whether it did.
     pub(super) fn recompute(&mut self, node: u32) -> bool {
         let n = &mut self.nodes[node as usize];
-        let speed = self.model.speed(n.demand, n.capacity).clamp(1e-6, 1.0);
+        let speed = self.model.speed(n.resident(), n.capacity).clamp(1e-6, 1.0);
         let was_thrashing = n.thrashing;
-        n.thrashing = n.demand > n.capacity;
+        n.thrashing = n.resident() > n.capacity;
         let changed = (speed - n.speed).abs() > 1e-12;
         n.speed = speed;
         if changed {
@@ -196,8 +196,13 @@ impl Engine<'_> {
         }
         if task.remaining().is_some_and(|r| r.is_zero()) {
             self.complete(slot, node);
-        } else {
-            self.memory_may_have_changed(slot);
+            return;
+        }
+        let pause = task.spec.pause_at(task.progress);
+        self.memory_may_have_changed(slot);
+        let running = self.task(slot).is_some_and(|t| t.phase == Phase::Running { node });
+        if let Some(p) = pause.filter(|_| running) {
+            self.begin_idle(slot, node, p.length);
         }
     }
 

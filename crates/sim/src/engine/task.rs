@@ -50,6 +50,16 @@ pub enum Phase {
     Resuming {
         node: u32,
     },
+    /// In an idle spell (`TaskSpec::pauses`): holds memory, touches none of
+    /// it, so the kernel and reclaimers can take it for free.
+    Idle {
+        node: u32,
+    },
+    /// Faulting back memory that was reclaimed while it needed it: no
+    /// progress until it is back (`Task::refault_until`).
+    Refaulting {
+        node: u32,
+    },
 }
 
 #[derive(Debug)]
@@ -74,6 +84,11 @@ pub struct Task {
     pub started: Time,
     /// Memory it holds now (its profile at `progress`).
     pub mem: Bytes,
+    /// Of `mem`, what reclaim pushed to swap while it was idle; it faults
+    /// it back when it works again.
+    pub out: Bytes,
+    /// When its refaulting ends (`Phase::Refaulting`).
+    pub refault_until: Time,
     /// Where `progress` was in its profile last time (`MemProfile::points`
     /// index of the first point after it): a task moves through its
     /// profile point by point, so no search is needed.
@@ -118,6 +133,9 @@ impl Task {
             lost_work: Duration::ZERO,
             checkpoint_time: Duration::ZERO,
             thrashing_time: Duration::ZERO,
+            reclaimed: 0,
+            lost_share: 0.0,
+            refault_time: Duration::ZERO,
         };
         Task {
             id,
@@ -131,6 +149,8 @@ impl Task {
             written: 0,
             started: Time::ZERO,
             mem: 0,
+            out: 0,
+            refault_until: Time::ZERO,
             cursor: 0,
             window: [(Duration::ZERO, 0); WINDOW],
             window_start: 0,
@@ -230,7 +250,10 @@ impl Task {
     pub fn next_point(&mut self) -> Option<Duration> {
         let i = self.locate();
         let len = self.spec.profile.points().len();
-        let change = (i < len).then(|| self.point(i).0);
+        let mut change = (i < len).then(|| self.point(i).0);
+        if let Some(p) = self.spec.next_pause(self.progress) {
+            change = Some(change.map_or(p, |c| c.min(p)));
+        }
         match (change, self.spec.work) {
             (Some(c), Some(w)) => Some(c.min(w)),
             (c, w) => c.or(w),

@@ -27,6 +27,7 @@ mod draw;
 pub mod metrics;
 pub mod paper;
 mod plots;
+pub mod reclaim;
 pub mod summary;
 mod table;
 
@@ -77,6 +78,9 @@ pub fn summarize(scenario: &Scenario, results: &[RunResult]) -> Vec<RunSummary> 
 pub fn render(scenario: &Scenario, results: &[RunResult]) -> String {
     let summaries = summarize(scenario, results);
     let mut out = table::render(scenario, &summaries, &paper_rows(scenario, &summaries));
+    if reclaim::shows(scenario, results) {
+        out.push_str(&reclaim::render(scenario, results));
+    }
     if results.len() != scenario.runs.len() {
         out.push_str(&format!(
             "warning: {} results for {} runs; the table shows the first {}\n",
@@ -119,6 +123,11 @@ pub fn write_outputs(
     write_json(&path, scenario, &summaries)?;
     written.push(path);
 
+    if reclaim::shows(scenario, results) {
+        let path = dir.join("reclaim.csv");
+        reclaim::write_csv(&path, scenario, results)?;
+        written.push(path);
+    }
     if per_task {
         written.extend(write_task_files(scenario, results, dir)?);
     }

@@ -370,6 +370,9 @@ pub(crate) mod fixtures {
             lost_work: Duration::ZERO,
             checkpoint_time: Duration::ZERO,
             thrashing_time: Duration::ZERO,
+            reclaimed: 0,
+            lost_share: 0.0,
+            refault_time: Duration::ZERO,
         }
     }
 

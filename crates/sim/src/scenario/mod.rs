@@ -28,6 +28,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("checkpoint-storage", include_str!("../../../../scenarios/checkpoint-storage.toml")),
     ("checkpoint-incremental", include_str!("../../../../scenarios/checkpoint-incremental.toml")),
     ("scale", include_str!("../../../../scenarios/scale.toml")),
+    ("reclaim-consolidation", include_str!("../../../../scenarios/reclaim-consolidation.toml")),
 ];
 
 /// A scenario file that cannot be used.

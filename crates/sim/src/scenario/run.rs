@@ -74,6 +74,10 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                 .map_err(|e| setting(&format!("workload.{}", e.key), e.problem))?;
             Ok(engine.run(&run.variant, Box::new(generator), progress)?)
         }
+        WorkloadSpec::Consolidation(c) => {
+            let stream = c.stream(spec.cluster.nodes, spec.cluster.node_memory.0, spec.seed);
+            Ok(engine.run(&run.variant, Box::new(stream), progress)?)
+        }
         WorkloadSpec::Trace(t) => {
             let format: TraceFormat = t.format.parse().map_err(|_| {
                 let names: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.as_str()).collect();

@@ -54,11 +54,13 @@ impl Default for ClusterSpec {
 }
 
 /// Where tasks come from (`[workload]`): `kind = "generate"` (the built-in
-/// generator; its keys are in docs/workload.md) or `kind = "trace"`.
+/// generator; its keys are in docs/workload.md), `kind = "trace"`, or
+/// `kind = "consolidation"` (001's three containers on every node).
 #[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadSpec {
     Generate(Table),
     Trace(TraceSpec),
+    Consolidation(crate::consolidate::ConsolidationConfig),
 }
 
 /// `[workload] kind = "trace"`.
@@ -175,7 +177,8 @@ impl RunSpec {
             Some(toml::Value::String(s)) => s,
             Some(other) => {
                 return Err(format!(
-                    "workload.kind: expected \"generate\" or \"trace\", found {other}"
+                    "workload.kind: expected \"generate\", \"trace\" or \"consolidation\", \
+                     found {other}"
                 ))
             }
         };
@@ -185,9 +188,14 @@ impl RunSpec {
                 serde_path_to_error::deserialize(toml::Value::Table(workload))
                     .map_err(|e| format!("workload.{}: {}", e.path(), e.inner()))?,
             ),
+            "consolidation" => WorkloadSpec::Consolidation(
+                crate::consolidate::ConsolidationConfig::from_table(&workload)
+                    .map_err(|(key, problem)| format!("workload.{key}: {problem}"))?,
+            ),
             other => {
                 return Err(format!(
-                    "workload.kind: {other:?} is neither \"generate\" nor \"trace\""
+                    "workload.kind: {other:?} is not \"generate\", \"trace\" or \
+                     \"consolidation\""
                 ))
             }
         };

@@ -315,6 +315,8 @@ impl Alibaba {
             cpus,
             work: i.end.filter(|&e| e >= i.start).map(|e| e - i.start),
             profile: MemProfile::flat(held),
+            weight: 1,
+            pauses: Vec::new(),
         })
     }
 
@@ -344,6 +346,8 @@ impl Alibaba {
                     cpus: m.cpus,
                     work: None,
                     profile,
+                    weight: 1,
+                    pauses: Vec::new(),
                 }));
             }
         }

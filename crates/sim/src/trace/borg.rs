@@ -132,6 +132,8 @@ impl Borg {
                     cpus: s.cpus,
                     work: None,
                     profile,
+                    weight: 1,
+                    pauses: Vec::new(),
                 }));
             }
             Kind::Other => {}

@@ -218,6 +218,8 @@ fn container(
             cpus,
             work: Some(work),
             profile: musage.unwrap_or_else(|| MemProfile::flat(request)),
+            weight: 1,
+            pauses: Vec::new(),
         },
     })
 }
