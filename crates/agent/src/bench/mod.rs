@@ -166,6 +166,16 @@ impl BenchNode {
         self.dir(container).join(file)
     }
 
+    /// Sets the node's memory limit.
+    pub fn set_limit(&self, bytes: u64) -> Result<(), String> {
+        let file = match self.version {
+            CgroupVersion::V1 => "memory.limit_in_bytes",
+            CgroupVersion::V2 => "memory.max",
+        };
+        let path = self.dir(None).join(file);
+        std::fs::write(&path, bytes.to_string()).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// The file with a container's (or the node's) `oom_kill` counter.
     pub fn oom_file(&self, container: Option<&ContainerPath>) -> PathBuf {
         let file = match self.version {

@@ -4,8 +4,8 @@
 //!
 //! * `recency` (001): A reads its working set at random and keeps paging in
 //!   new data (a database: a steady memory demand); B read its data once and
-//!   went idle; C boots, growing at a fixed pace, and needs more than is
-//!   free. Measured: the share of A's memory lost, and A's throughput dip.
+//!   went idle; C boots, growing at a fixed pace, and needs half of B's
+//!   memory more than is free. Measured: the share of A's memory lost, and A's throughput dip.
 //! * `weighted` (003): three containers of equal usage with weights 1:2:3,
 //!   under pressure growing in steps (a critical container arrives each
 //!   step). Measured: each container's usage after each step, and the share
@@ -328,7 +328,9 @@ fn recency_run(
     let name = reclaimer.unwrap_or("kernel");
     say(&format!("recency (001): A active, B idle, C boots; {name}"));
     let (a_size, b_size, c_size) = (mib(plan, 96), mib(plan, 128), mib(plan, 128));
-    let mut scene = Scene::new(plan, "recency", mib(plan, 320))?;
+    // Roomy until C comes; then the limit is set so that C needs half of
+    // B's memory back, whatever A grew to by then.
+    let mut scene = Scene::new(plan, "recency", mib(plan, 640))?;
     let (a_file, b_file) = (scene.file("a"), scene.file("b"));
     let w = &plan.workload;
     let fresh = per_s(plan, 1).to_string();
@@ -341,7 +343,7 @@ fn recency_run(
     scene.start(w, "b-idle", &["file".into(), b_file, size_arg(b_size), "--idle".into()])?;
     scene.ready("b-idle", Duration::from_secs(300))?;
     if let Some(r) = reclaimer {
-        scene.start_agent(&format!("{{ kind = \"{r}\", headroom = 0.15, interval = 0.2 }}"), "")?;
+        scene.start_agent(&format!("{{ kind = \"{r}\", headroom = 0.1, interval = 0.2 }}"), "")?;
     }
     // Settle: the agent sees A's demand go on and B's stop.
     scene.run_for(Duration::from_secs(3), |_| {})?;
@@ -349,6 +351,9 @@ fn recency_run(
     scene.run_for(Duration::from_secs(3), |_| {})?;
     let a_rate_before = mean(&scene.rates("a-active"));
     let (a_before, b_before) = (scene.usage("a-active"), scene.usage("b-idle"));
+    let node_usage =
+        read_number(&scene.node.usage_file(None)).ok_or("cannot read the node's usage")?;
+    scene.node.set_limit(node_usage + c_size - b_before / 2)?;
     let ramp = per_s(plan, 32).to_string();
     scene.start(
         w,
