@@ -3,7 +3,9 @@
 //! controller; without them the test says so loudly and FAILS, unless
 //! `OVERBOOK_ALLOW_SKIP=1`.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,18 +21,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn may_run_agent() -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let memory = overbook_linux::HostSupport::probe().memory.is_some();
-    if root && memory {
-        return true;
-    }
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "\n!!!!! cli agent test: CANNOT RUN: needs root and a memory controller");
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return false;
-    }
-    panic!("cli agent test cannot run here (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+    common::may_run_on_a_real_node("cli agent")
 }
 
 #[test]

@@ -4,25 +4,12 @@
 //! a memory controller the test says so loudly and FAILS, unless
 //! `OVERBOOK_ALLOW_SKIP=1`.
 
-use std::io::Write;
+mod common;
+
 use std::process::Command;
 
 fn may_run() -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let memory = overbook_linux::HostSupport::probe().memory.is_some();
-    if root && memory {
-        return true;
-    }
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(
-        err,
-        "\n!!!!! bench calibrate test: CANNOT RUN: needs root and a memory controller"
-    );
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return false;
-    }
-    panic!("bench calibrate test cannot run here (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+    common::may_run_on_a_real_node("bench calibrate")
 }
 
 #[test]

@@ -5,25 +5,12 @@
 //! `OVERBOOK_ALLOW_SKIP=1`. Checks that it completes, not how fast: the
 //! numbers are the benchmark's to report.
 
-use std::io::Write;
+mod common;
+
 use std::process::{Command, Stdio};
 
 fn may_run() -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let memory = overbook_linux::HostSupport::probe().memory.is_some();
-    if root && memory {
-        return true;
-    }
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(
-        err,
-        "\n!!!!! bench kill-latency test: CANNOT RUN: needs root and a memory controller"
-    );
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return false;
-    }
-    panic!("bench kill-latency test cannot run here (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+    common::may_run_on_a_real_node("bench kill-latency")
 }
 
 #[test]

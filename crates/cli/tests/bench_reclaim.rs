@@ -12,23 +12,12 @@
 //!   two services with weights 1:2 and working sets 1:2 keep a 1:1
 //!   throughput ratio within 10% (003 Table 2).
 
-use std::io::Write;
+mod common;
+
 use std::process::Command;
 
 fn may_run() -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let memory = overbook_linux::HostSupport::probe().memory.is_some();
-    if root && memory {
-        return true;
-    }
-    let mut err = std::io::stderr().lock();
-    let _ =
-        writeln!(err, "\n!!!!! bench reclaim test: CANNOT RUN: needs root and a memory controller");
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return false;
-    }
-    panic!("bench reclaim test cannot run here (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+    common::may_run_on_a_real_node("bench reclaim")
 }
 
 /// The scale and the scratch directory: on the host, full size on a disk

@@ -640,23 +640,14 @@ impl<'m> Engine<'m> {
     }
 
     fn on_resumed(&mut self, slot: u32, epoch: u32) {
-        let node = match self.live(slot, epoch).map(|t| t.phase) {
-            Some(Phase::Resuming { node }) => node,
-            Some(Phase::Idle { node }) => return self.end_idle(slot, node),
-            Some(Phase::Refaulting { node }) => {
+        match self.live(slot, epoch).map(|t| t.phase) {
+            Some(Phase::Idle { node }) => self.end_idle(slot, node),
+            Some(Phase::Resuming { node } | Phase::Refaulting { node }) => {
                 self.advance(node);
-                return self.start_running(slot, node);
+                self.start_running(slot, node);
             }
-            _ => return,
-        };
-        self.advance(node);
-        let n = &mut self.nodes[node as usize];
-        if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
-            task.phase = Phase::Running { node };
-            task.base = n.clocks;
+            _ => {}
         }
-        n.set_running(slot, true);
-        self.plan_point(slot, node);
     }
 
     // ---- the policy ----------------------------------------------------------
