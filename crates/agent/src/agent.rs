@@ -5,10 +5,13 @@
 //! so tests drive it step by step on real cgroups, and the daemon
 //! ([`crate::daemon`]) only adds the waiting.
 
+mod durable;
+
 use crate::config::AgentConfig;
 use crate::events::{Event, EventLog};
 use crate::node::{NodeSample, NodeView};
 use crate::spawn::command_in;
+use crate::store::{StoreError, StoredState, TaskStore};
 use crate::tasks::{check_name, Managed, RunError, RunReply, RunRequest, Tasks};
 use overbook_core::config::ConfigError;
 use overbook_core::launch::{Admission, TaskRequest};
@@ -38,6 +41,8 @@ pub enum AgentError {
     Root(#[from] InvalidContainerPath),
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// What one tick did, for the daemon and for tests.
@@ -113,6 +118,7 @@ pub struct Agent<C> {
     wake_at: Option<Time>,
     /// The `memory.min` last given to each protected critical container.
     protected: BTreeMap<ContainerId, u64>,
+    durable: durable::Durable,
 }
 
 impl<C> Agent<C> {
@@ -139,6 +145,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let policy = NodePolicy::new(&config.policy, facilities)?;
         let root = ContainerPath::new(&config.root)?;
         let view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
+        let mut durable = durable::Durable::default();
+        if let Some(path) = &config.state_db {
+            let store = TaskStore::open(path)?;
+            durable.restoring = store.tasks()?;
+            durable.store = Some(store);
+        }
         Ok(Agent {
             view,
             policy,
@@ -158,6 +170,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             last_full: None,
             wake_at: None,
             protected: BTreeMap::new(),
+            durable,
         })
     }
 
@@ -182,6 +195,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.last_full = Some(now);
         self.sample = self.view.sample(now)?;
         self.note_arrivals_and_departures(now);
+        self.restore_and_watch(now);
         if self.protect_critical {
             self.protect_critical_containers(now);
         }
@@ -227,8 +241,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.last_pressure = pressure;
         let calm_over = self.last_full.is_none_or(|t| now.since(t) >= self.calm_period);
         let asked = self.wake_at.is_some_and(|w| now >= w);
-        let waiting =
-            self.tasks.by_id.values().any(|m| m.child.is_none()) || !self.suspended.is_empty();
+        let waiting = self.tasks.by_id.values().any(|m| m.child.is_none())
+            || !self.suspended.is_empty()
+            || !self.durable.restoring.is_empty();
         Ok(busy || calm_over || asked || waiting || self.nearing_headroom())
     }
 
@@ -444,6 +459,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     self.policy.departed(id);
                     if let Some(m) = self.tasks.by_id.get_mut(&id) {
                         m.killed = true;
+                        self.persist(now, id, StoredState::Killed, "killed by a preemption");
                     }
                 } else {
                     self.view.set_frozen(id, true);
@@ -603,6 +619,21 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if let Some(w) = request.weight.filter(|w| !(1..=10_000).contains(w)) {
             return Err(RunError::Weight(w));
         }
+        self.admit(now, request, 0)
+    }
+
+    /// A checked request (new, or taken back from the store) to the launcher.
+    fn admit(
+        &mut self,
+        now: Time,
+        request: RunRequest,
+        restarts: u32,
+    ) -> Result<RunReply, RunError> {
+        let path = self
+            .view
+            .root()
+            .child(&request.name)
+            .map_err(|e| RunError::Name { name: request.name.clone(), problem: e.to_string() })?;
         let job = self.tasks.job_id(request.job.as_deref().unwrap_or(&request.name));
         let id = self.view.reserve(&path, request.class, request.weight);
         let task = TaskRequest {
@@ -619,7 +650,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             child: None,
             started_at: None,
             killed: false,
-            restarts: 0,
+            restarts,
             peak: 0,
         };
         let log = self.log_path(&managed.request.name);
@@ -636,6 +667,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             Admission::Queued => {
                 self.record(now, "queued", Some(&path), json!({ "job": job.0 }));
+                self.persist(now, id, StoredState::Queued, "queued");
                 Ok(reply("queued"))
             }
             Admission::Rejected(reason) => {
@@ -689,6 +721,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 m.peak = 0;
                 let restarts = m.restarts;
                 self.record(now, "started", Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
+                self.persist(now, id, StoredState::Running, &format!("started, pid {pid}"));
                 Ok(())
             }
             Err(e) => Err(self.give_up(now, id, fail(e.to_string()))),
@@ -702,6 +735,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.view.unreserve(&m.path);
             let _ = self.view.cgroups().remove(&m.path);
             self.record(now, "start-failed", Some(&m.path), json!({ "error": e.to_string() }));
+            self.unpersist(now, &m.request.name, "start-failed", &e.to_string());
         }
         e
     }
@@ -744,11 +778,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     Admission::Launch => {
                         let _ = self.start(now, id);
                     }
-                    Admission::Queued => {}
+                    Admission::Queued => self.persist(now, id, StoredState::Queued, "requeued"),
                     Admission::Rejected(reason) => {
                         let m = self.tasks.by_id.remove(&id);
                         if let Some(m) = m {
                             self.view.unreserve(&m.path);
+                            self.unpersist(
+                                now,
+                                &m.request.name,
+                                "rejected",
+                                &format!("{reason:?}"),
+                            );
                         }
                         self.record(
                             now,
@@ -759,8 +799,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     }
                 }
             } else {
-                let (job, peak) = (m.job, m.peak);
+                let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
                 self.tasks.by_id.remove(&id);
+                self.unpersist(now, &name, "finished", &status);
                 self.view.unreserve(&path);
                 self.policy.finished(id, job, peak, runtime);
                 self.record(

@@ -38,6 +38,9 @@ pub struct AgentConfig {
     pub event_log: Option<PathBuf>,
     /// Where the output of tasks started by `overbook run` goes (`NAME.log`).
     pub task_log_dir: PathBuf,
+    /// The SQLite database of `overbook run` tasks, so a restarted agent
+    /// loses none; `None` (`state_db = ""`) keeps them in memory only.
+    pub state_db: Option<PathBuf>,
     /// Critical containers bypass swap and have their memory protected
     /// (000 Table 2; v2 `memory.swap.max = 0` and `memory.min`, v1
     /// `memory.swappiness = 0`).
@@ -56,6 +59,7 @@ impl Default for AgentConfig {
             calm_period: Duration::from_secs(3),
             event_log: None,
             task_log_dir: PathBuf::from("/var/log/overbook/tasks"),
+            state_db: Some(PathBuf::from("/var/lib/overbook/state.db")),
             protect_critical: true,
             classes: ClassRules::default(),
             policy: PolicyConfig::default(),
@@ -92,6 +96,7 @@ struct RawAgent {
     calm_period: Option<f64>,
     event_log: Option<PathBuf>,
     task_log_dir: Option<PathBuf>,
+    state_db: Option<PathBuf>,
     protect_critical: Option<bool>,
 }
 
@@ -196,6 +201,11 @@ impl RawConfig {
             calm_period,
             event_log: self.agent.event_log,
             task_log_dir: self.agent.task_log_dir.unwrap_or(defaults.task_log_dir),
+            state_db: match self.agent.state_db {
+                None => defaults.state_db,
+                Some(p) if p.as_os_str().is_empty() => None,
+                Some(p) => Some(p),
+            },
             protect_critical: self.agent.protect_critical.unwrap_or(defaults.protect_critical),
             classes: ClassRules::new(rules, default_class),
             policy: self.policy,

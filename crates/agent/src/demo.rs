@@ -196,7 +196,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
     }
     let config = AgentConfig::parse(
         &format!(
-            "[node]\nroot = \"{}\"\n[[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n",
+            "[node]\nroot = \"{}\"\n[agent]\nstate_db = \"\"\n[[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n",
             node.root.as_str()
         ),
         "demo",

@@ -22,6 +22,7 @@ pub mod events;
 pub mod metrics;
 pub mod node;
 pub mod spawn;
+pub mod store;
 pub mod tasks;
 pub mod workload;
 

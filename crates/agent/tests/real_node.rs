@@ -162,10 +162,12 @@ impl Node {
 
     fn config(&self, extra: &str) -> AgentConfig {
         let text = format!(
-            "[node]\nroot = \"{}\"\n[agent]\nsample_period = 0.1\n\
+            "[node]\nroot = \"{}\"\n[agent]\nstate_db = \"\"\nsample_period = 0.1\n\
+             task_log_dir = \"{}\"\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"crit-*\"\nclass = \"critical\"\n{extra}",
-            self.root.as_str()
+            self.root.as_str(),
+            self.dir.path().join("tasks").display()
         );
         AgentConfig::parse(&text, "test").expect("valid config")
     }
@@ -490,4 +492,96 @@ fn the_kernel_takes_what_steered_reclaim_asks_of_one_container() {
     assert!(got >= 25 * MIB, "reclaimed only {got} of 50 MiB");
     let limit = node.cg.limit(&path).expect("read").done().expect("there");
     assert_eq!(limit, Limit::Unlimited, "the limit is put back after the squeeze");
+}
+
+/// Issue 4's durable state, first part: an agent that dies (dropped here
+/// with no shutdown, as by `kill -9`) loses no `overbook run` task. The
+/// next agent on the same database queues the queued one again and
+/// watches the running one, which it did not start, until it ends.
+#[test]
+fn run_tasks_outlive_an_agent_that_dies() {
+    use overbook_agent::store::{StoredState, TaskStore};
+    use overbook_agent::tasks::RunRequest;
+    use overbook_core::Class;
+    let Some(node) = Node::new("durable", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let mut config = node.config(KILL);
+    config.state_db = Some(db.clone());
+    let cg = || host_cgroups(&HostSupport::probe()).expect("host cgroups");
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let run = |name: &str, class, peak: u64, args: &[&str]| RunRequest {
+        name: name.into(),
+        class,
+        mem_peak: Some(peak),
+        job: None,
+        weight: None,
+        command: std::iter::once(WORKLOAD).chain(args.iter().copied()).map(String::from).collect(),
+        cwd: None,
+    };
+    let pid = {
+        let mut first = Agent::new(&config, cg(), EventLog::in_memory(1000)).expect("agent starts");
+        first.tick(now()).expect("tick");
+        let prod = first
+            .submit(now(), run("prod-job", Class::Production, 200 * MIB, &["anon", "200M", "6"]));
+        assert_eq!(prod.expect("starts").state, "started");
+        // 200 MiB charged for production: 100 MiB more does not fit.
+        let be = first
+            .submit(now(), run("be-later", Class::BestEffort, 100 * MIB, &["anon", "1M", "0.5"]));
+        assert_eq!(be.expect("queued").state, "queued");
+        // The next agent must see production's memory in use, not charged.
+        run_for(&mut first, start, Duration::from_secs(20), |a| {
+            a.status().containers.iter().any(|c| c.name == "prod-job" && c.usage >= 190 * MIB)
+        });
+        let started = kinds(&first, "started");
+        started[0]["detail"]["pid"].as_i64().expect("pid") as i32
+        // `first` is dropped here without a word, its child left running.
+    };
+    let store = TaskStore::open(&db).expect("opens");
+    let states: Vec<(String, StoredState)> =
+        store.tasks().expect("read").into_iter().map(|t| (t.request.name, t.state)).collect();
+    assert_eq!(
+        states,
+        vec![("prod-job".into(), StoredState::Running), ("be-later".into(), StoredState::Queued)]
+    );
+    drop(store);
+
+    let mut second = Agent::new(&config, cg(), EventLog::in_memory(1000)).expect("agent restarts");
+    second.tick(now()).expect("tick");
+    assert_eq!(
+        kinds(&second, "adopted-task").len(),
+        1,
+        "{:?}",
+        second.events().recent().collect::<Vec<_>>()
+    );
+    assert_eq!(kinds(&second, "restored").len(), 1);
+    assert!(
+        second.status().queued.contains(&"be-later".to_string()),
+        "{:?}",
+        second.status().queued
+    );
+    // The production task ends on its own (6 s); a dead agent's child is
+    // reaped by init on a real node, by this test process here.
+    let reap = rustix::process::Pid::from_raw(pid).expect("a pid");
+    run_for(&mut second, start, Duration::from_secs(30), |a| {
+        let _ = rustix::process::waitpid(Some(reap), rustix::process::WaitOptions::NOHANG);
+        !kinds(a, "finished").is_empty()
+    });
+    let finished = kinds(&second, "finished");
+    assert!(
+        finished.iter().any(|e| e["container"].as_str().is_some_and(|c| c.ends_with("/prod-job"))),
+        "{finished:?}"
+    );
+    // With production gone the queued task fits, starts, and finishes too.
+    run_for(&mut second, start, Duration::from_secs(30), |a| {
+        kinds(a, "finished")
+            .iter()
+            .any(|e| e["container"].as_str().is_some_and(|c| c.ends_with("/be-later")))
+    });
+    drop(second);
+    let store = TaskStore::open(&db).expect("opens");
+    assert!(store.tasks().expect("read").is_empty(), "{:?}", store.tasks());
+    let history: Vec<String> =
+        store.history("be-later").expect("history").into_iter().map(|h| h.0).collect();
+    assert_eq!(history, vec!["queued", "queued", "running", "finished"], "{history:?}");
 }

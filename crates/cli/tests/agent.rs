@@ -57,8 +57,9 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     std::fs::write(
         &config,
         format!(
-            "[node]\nroot = \"{root}\"\n[agent]\nevent_log = \"{}\"\n",
-            dir.path().join("events.jsonl").display()
+            "[node]\nroot = \"{root}\"\n[agent]\nevent_log = \"{}\"\nstate_db = \"{}\"\n",
+            dir.path().join("events.jsonl").display(),
+            dir.path().join("state.db").display()
         ),
     )
     .expect("write config");

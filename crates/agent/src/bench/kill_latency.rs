@@ -633,7 +633,7 @@ fn agent_loop(
     squeeze: &mut dyn FnMut(&mut SizeNode) -> Result<Instant, String>,
 ) -> Result<Acted, String> {
     let text = format!(
-        "[node]\nroot = \"{}\"\n[agent]\nsample_period = {}\n\
+        "[node]\nroot = \"{}\"\n[agent]\nstate_db = \"\"\nsample_period = {}\n\
          [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
          [policy]\ndetector = {{ kind = \"constraint-thrashing\", tolerance = {} }}\n",
         sn.node.root.as_str(),

@@ -110,7 +110,7 @@ pub fn run(
     std::fs::write(
         &config,
         format!(
-            "[node]\nroot = \"{}\"\n[agent]\nsample_period = {}\n\
+            "[node]\nroot = \"{}\"\n[agent]\nstate_db = \"\"\nsample_period = {}\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n",
             node.root.as_str(),
             plan.period.as_secs_f64()

@@ -153,7 +153,7 @@ impl Scene {
     /// Starts the agent on the node with this reclaimer and class rules.
     fn start_agent(&mut self, reclaimer: &str, classes: &str) -> Result<(), String> {
         let text = format!(
-            "[node]\nroot = \"{}\"\n[agent]\nsample_period = 0.1\n{classes}\n[policy]\nreclaimer = {reclaimer}\n",
+            "[node]\nroot = \"{}\"\n[agent]\nstate_db = \"\"\nsample_period = 0.1\n{classes}\n[policy]\nreclaimer = {reclaimer}\n",
             self.node.root.as_str()
         );
         let config = AgentConfig::parse(&text, "bench reclaim").map_err(|e| e.to_string())?;

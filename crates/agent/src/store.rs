@@ -1,0 +1,311 @@
+//! The agent's durable state: every task `overbook run` gave it, with its
+//! state, in an embedded SQLite database (WAL, synchronous commits), so a
+//! restarted agent — after a crash or `kill -9` too — loses no task.
+//!
+//! Each change is one transaction that updates the task's row and appends
+//! the transition to a log, so the row is never ahead of or behind its
+//! history. A task's row goes when the task is over (finished, rejected,
+//! given up).
+
+use crate::tasks::RunRequest;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where a task stands, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredState {
+    /// Waiting for the launcher.
+    Queued,
+    /// Its command was started (with this pid).
+    Running,
+    /// A preemption killed it; it is to be queued again.
+    Killed,
+}
+
+impl StoredState {
+    fn as_str(self) -> &'static str {
+        match self {
+            StoredState::Queued => "queued",
+            StoredState::Running => "running",
+            StoredState::Killed => "killed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<StoredState> {
+        match s {
+            "queued" => Some(StoredState::Queued),
+            "running" => Some(StoredState::Running),
+            "killed" => Some(StoredState::Killed),
+            _ => None,
+        }
+    }
+}
+
+/// One stored task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredTask {
+    pub request: RunRequest,
+    pub state: StoredState,
+    pub restarts: u32,
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state database {path}: {source}")]
+    Sql { path: PathBuf, source: rusqlite::Error },
+    #[error("state database {path}: cannot make its directory: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("state database {path}: task {name:?}: {problem}")]
+    Row { path: PathBuf, name: String, problem: String },
+}
+
+/// The open database.
+#[derive(Debug)]
+pub struct TaskStore {
+    path: PathBuf,
+    db: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    name TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    restarts INTEGER NOT NULL,
+    pid INTEGER,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    at REAL NOT NULL,
+    detail TEXT NOT NULL
+);
+";
+
+fn wall() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl TaskStore {
+    /// Opens (or makes) the database at `path`.
+    pub fn open(path: &Path) -> Result<TaskStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| StoreError::Dir { path: path.to_path_buf(), source })?;
+        }
+        let sql = |source| StoreError::Sql { path: path.to_path_buf(), source };
+        let db = Connection::open(path).map_err(sql)?;
+        // WAL: a crash mid-write leaves the last committed state; FULL: a
+        // commit is on disk before the agent acts on it.
+        db.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        db.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
+        db.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
+        db.execute_batch(SCHEMA).map_err(sql)?;
+        Ok(TaskStore { path: path.to_path_buf(), db })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sql { path: self.path.clone(), source }
+    }
+
+    /// Records a task's new state (and the transition, with `detail`).
+    pub fn put(&mut self, task: &StoredTask, detail: &str) -> Result<(), StoreError> {
+        let request = serde_json::to_string(&task.request).map_err(|e| StoreError::Row {
+            path: self.path.clone(),
+            name: task.request.name.clone(),
+            problem: e.to_string(),
+        })?;
+        let at = wall();
+        let tx = self
+            .db
+            .transaction()
+            .map_err(|e| StoreError::Sql { path: self.path.clone(), source: e })?;
+        let state = task.state.as_str();
+        let done = tx
+            .execute(
+                "INSERT INTO tasks (name, request, state, restarts, pid, updated)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(name) DO UPDATE SET request = ?2, state = ?3, restarts = ?4,
+                     pid = ?5, updated = ?6",
+                params![task.request.name, request, state, task.restarts, task.pid, at],
+            )
+            .and_then(|_| {
+                tx.execute(
+                    "INSERT INTO transitions (name, state, at, detail) VALUES (?1, ?2, ?3, ?4)",
+                    params![task.request.name, state, at, detail],
+                )
+            })
+            .and_then(|_| tx.commit());
+        done.map_err(|e| self.sql(e))
+    }
+
+    /// The task is over: its row goes, the transition stays.
+    pub fn remove(&mut self, name: &str, how: &str, detail: &str) -> Result<(), StoreError> {
+        let at = wall();
+        let tx = self
+            .db
+            .transaction()
+            .map_err(|e| StoreError::Sql { path: self.path.clone(), source: e })?;
+        let done = tx
+            .execute("DELETE FROM tasks WHERE name = ?1", params![name])
+            .and_then(|_| {
+                tx.execute(
+                    "INSERT INTO transitions (name, state, at, detail) VALUES (?1, ?2, ?3, ?4)",
+                    params![name, how, at, detail],
+                )
+            })
+            .and_then(|_| tx.commit());
+        done.map_err(|e| self.sql(e))
+    }
+
+    /// Every stored task, oldest change first (the order they came in,
+    /// for first-come-first-served).
+    pub fn tasks(&self) -> Result<Vec<StoredTask>, StoreError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT name, request, state, restarts, pid FROM tasks ORDER BY rowid")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, Option<u32>>(4)?,
+                ))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (name, request, state, restarts, pid) = row.map_err(|e| self.sql(e))?;
+            let bad = |problem: String| StoreError::Row {
+                path: self.path.clone(),
+                name: name.clone(),
+                problem,
+            };
+            let request: RunRequest = serde_json::from_str(&request)
+                .map_err(|e| bad(format!("its request is not valid: {e}")))?;
+            let state = StoredState::parse(&state)
+                .ok_or_else(|| bad(format!("{state:?} is not a task state")))?;
+            out.push(StoredTask { request, state, restarts, pid });
+        }
+        Ok(out)
+    }
+
+    /// Transitions recorded for `name`, oldest first: (state, detail).
+    pub fn history(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT state, detail FROM transitions WHERE name = ?1 ORDER BY seq")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![name], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
+    }
+
+    /// The stored task named `name`, if any.
+    pub fn get(&self, name: &str) -> Result<Option<StoredState>, StoreError> {
+        let state: Option<String> = self
+            .db
+            .query_row("SELECT state FROM tasks WHERE name = ?1", params![name], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(state.and_then(|s| StoredState::parse(&s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overbook_core::Class;
+
+    fn request(name: &str) -> RunRequest {
+        RunRequest {
+            name: name.into(),
+            class: Class::BestEffort,
+            mem_peak: Some(1 << 20),
+            job: None,
+            weight: Some(2),
+            command: vec!["sleep".into(), "1".into()],
+            cwd: None,
+        }
+    }
+
+    #[test]
+    fn tasks_survive_a_reopen_in_order_and_leave_when_over() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sub/state.db");
+        {
+            let mut s = TaskStore::open(&path).expect("opens");
+            for name in ["b", "a", "c"] {
+                let t = StoredTask {
+                    request: request(name),
+                    state: StoredState::Queued,
+                    restarts: 0,
+                    pid: None,
+                };
+                s.put(&t, "submitted").expect("put");
+            }
+            let running = StoredTask {
+                request: request("a"),
+                state: StoredState::Running,
+                restarts: 1,
+                pid: Some(42),
+            };
+            s.put(&running, "started").expect("put");
+            s.remove("c", "finished", "status 0").expect("remove");
+            // Dropped without any shutdown, as by kill -9.
+        }
+        let s = TaskStore::open(&path).expect("reopens");
+        let tasks = s.tasks().expect("read");
+        assert_eq!(
+            tasks.iter().map(|t| (t.request.name.as_str(), t.state)).collect::<Vec<_>>(),
+            vec![("b", StoredState::Queued), ("a", StoredState::Running)]
+        );
+        assert_eq!(tasks[1].pid, Some(42));
+        assert_eq!(tasks[1].restarts, 1);
+        assert_eq!(tasks[1].request, request("a"));
+        assert_eq!(s.get("c").expect("read"), None);
+        let h = s.history("a").expect("history");
+        assert_eq!(h[0].0, "queued");
+        assert_eq!(h[1], ("running".to_string(), "started".to_string()));
+        assert_eq!(s.history("c").expect("history").last().map(|x| x.0.as_str()), Some("finished"));
+    }
+
+    #[test]
+    fn a_damaged_row_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        let s = TaskStore::open(&path).expect("opens");
+        s.db.execute(
+            "INSERT INTO tasks (name, request, state, restarts, pid, updated)
+             VALUES ('x', '{}', 'queued', 0, NULL, 0)",
+            [],
+        )
+        .expect("insert");
+        let err = s.tasks().unwrap_err().to_string();
+        assert!(
+            err.contains("state.db") && err.contains("\"x\"") && err.contains("request"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        std::fs::write(&path, vec![7u8; 8192]).expect("write");
+        let err = TaskStore::open(&path).unwrap_err().to_string();
+        assert!(err.contains("state.db"), "{err}");
+    }
+}
