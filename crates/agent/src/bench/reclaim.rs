@@ -509,7 +509,7 @@ fn services_run(
     let _ = (scene.rates("s1"), scene.rates("s2"));
     let mut usage = [0u64; 2];
     let mut n = 0u64;
-    scene.run_for(Duration::from_secs(6), |s| {
+    scene.run_for(Duration::from_secs(10), |s| {
         usage[0] += s.usage("s1");
         usage[1] += s.usage("s2");
         n += 1;
