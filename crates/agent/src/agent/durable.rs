@@ -90,9 +90,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // have joined its container yet: its pid says it is there.
         let started =
             stored.state == StoredState::Running && stored.pid.is_some_and(process_exists);
+        let alive = members.is_some_and(|n| n > 0) || started;
         match (stored.state, members) {
-            (_, Some(n)) if n > 0 || started => {
-                // Running (or killed, but the kill did not finish): watch it.
+            _ if alive => {
+                // Running (or killed, but the kill did not finish), or not
+                // in its container yet: watched by container and pid.
                 self.record(
                     now,
                     "adopted-task",
@@ -101,22 +103,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 );
                 self.durable.orphans.push((name, path, stored.pid));
             }
-            (StoredState::Running, _) if !started => {
+            (StoredState::Running, _) => {
                 let _ = self.view.cgroups().remove(&path);
                 let detail = "ended while no agent was running: not run again";
                 self.record(now, "ended-unobserved", Some(&path), json!({ "detail": detail }));
                 self.unpersist(now, &name, "ended-unobserved", detail);
-            }
-            (StoredState::Running, _) => {
-                // Not in a container yet, or its container is not there:
-                // watched by its pid.
-                self.record(
-                    now,
-                    "adopted-task",
-                    Some(&path),
-                    json!({ "restarts": stored.restarts }),
-                );
-                self.durable.orphans.push((name, path, stored.pid));
             }
             (StoredState::Queued | StoredState::Killed, Some(_)) => {
                 // An empty container a kill left: removed now, and the task
