@@ -40,6 +40,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 const LOG_TAIL_LINES: usize = 40;
 /// Bytes read from the end of a log for its tail (`-v4` lines are short).
 const LOG_TAIL_BYTES: u64 = 64 * 1024;
+/// Bytes of a failed command's log searched for error lines (a `-v4` log of
+/// a large tree runs to megabytes; the cause is usually near its end).
+const LOG_SCAN_BYTES: u64 = 8 << 20;
 /// CRIU's error lines quoted in an error's message.
 const REASON_LINES: usize = 3;
 
@@ -278,7 +281,8 @@ impl Criu {
             return Ok(text);
         }
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        Err(format!("{command}: {}: {}", out.status, reason(&lines)))
+        let errors = lines.iter().filter(|l| l.contains("Error")).cloned().collect();
+        Err(format!("{command}: {}: {}", out.status, reason(&LastWords { errors, tail: lines })))
     }
 
     /// Copies the memory of the tree rooted at `root` into `images_dir`
@@ -306,8 +310,12 @@ impl Criu {
     /// how it is given), only the pages dirtied since it are written, and a
     /// restore needs the whole chain.
     ///
-    /// The dumped tree's pids must be free again before a restore here: its
-    /// root's parent must reap it. [`Outcome::Vanished`] if the root is gone.
+    /// The dumped tree's ids must be free again before a restore on this
+    /// node: the root's parent must reap it, and whoever inherits the other
+    /// members (the nearest child subreaper, else init) must reap them too,
+    /// since a zombie member still holds the root's pid as its session and
+    /// process group id, and CRIU then fails with "Can't fork for PID: File
+    /// exists". [`Outcome::Vanished`] if the root is gone.
     pub fn dump(
         &self,
         root: Pid,
@@ -376,6 +384,12 @@ impl Criu {
     /// Once CRIU exits, the restored root is reparented to the nearest child
     /// subreaper (else init): a caller that wants its exit status must be a
     /// subreaper. `tree` must say what the dump was told.
+    ///
+    /// On failure CRIU kills what it had restored; on [`CriuError::Timeout`]
+    /// CRIU itself is killed and can kill nothing: what it had begun to
+    /// restore is left, stopped, in the cgroup it was given, for the caller
+    /// to kill there. (CRIU 3.17 loops for ever on a truncated pages image:
+    /// the timeout is what ends it.)
     pub fn restore(
         &self,
         images_dir: &Path,
@@ -452,13 +466,13 @@ impl Criu {
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    let log_tail = last_words(&log, &out_path);
+                    let words = last_words(&log, &out_path);
                     return Err(CriuError::Timeout {
                         command,
                         waited: self.timeout,
-                        reason: reason(&log_tail),
+                        reason: reason(&words),
                         log,
-                        log_tail,
+                        log_tail: words.tail,
                     });
                 }
                 Err(source) => {
@@ -476,8 +490,14 @@ impl Criu {
         if status.success() {
             return Ok(elapsed);
         }
-        let log_tail = last_words(&log, &out_path);
-        Err(CriuError::Failed { command, status, reason: reason(&log_tail), log, log_tail })
+        let words = last_words(&log, &out_path);
+        Err(CriuError::Failed {
+            command,
+            status,
+            reason: reason(&words),
+            log,
+            log_tail: words.tail,
+        })
     }
 
     fn command_line<'a>(&self, args: impl Iterator<Item = &'a OsStr>) -> String {
@@ -570,54 +590,78 @@ fn relative_path(from: &Path, to: &Path) -> PathBuf {
     rel
 }
 
-/// The last lines of CRIU's log, or of its standard streams when its log
-/// is empty or missing (it failed before opening it).
-fn last_words(log: &Path, out: &Path) -> Vec<String> {
-    let mut lines = tail(log);
-    if lines.is_empty() {
-        lines = tail(out);
-    } else {
-        // What CRIU printed outside its log comes last, if anything.
-        lines.extend(tail(out));
-    }
-    lines
+/// What CRIU said when it failed: its error lines (anywhere in the log,
+/// as the one that matters often comes long before the end) and its last
+/// lines; from its standard streams as well, where it writes before its log
+/// is open (a bad option) and after.
+struct LastWords {
+    errors: Vec<String>,
+    tail: Vec<String>,
 }
 
+fn last_words(log: &Path, out: &Path) -> LastWords {
+    let mut errors = error_lines(log);
+    errors.extend(error_lines(out));
+    let mut tail = tail(log);
+    tail.extend(self::tail(out));
+    LastWords { errors, tail }
+}
+
+/// CRIU's error lines (`Error (file:line): ...`) in a file, from its last
+/// [`LOG_SCAN_BYTES`].
+fn error_lines(path: &Path) -> Vec<String> {
+    read_end(path, LOG_SCAN_BYTES)
+        .lines()
+        .filter(|l| l.contains("Error (") || l.starts_with("Error"))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// The last [`LOG_TAIL_LINES`] non-empty lines of a file.
 fn tail(path: &Path) -> Vec<String> {
-    let Ok(mut file) = File::open(path) else {
-        return Vec::new();
-    };
-    let len = file.metadata().map_or(0, |m| m.len());
-    let start = len.saturating_sub(LOG_TAIL_BYTES);
-    if file.seek(SeekFrom::Start(start)).is_err() {
-        return Vec::new();
-    }
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    // A partial first line, if the read began mid-line.
-    if start > 0 && !lines.is_empty() {
-        lines.remove(0);
-    }
+    let text = read_end(path, LOG_TAIL_BYTES);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
     lines[skip..].iter().map(|l| (*l).to_owned()).collect()
 }
 
-/// CRIU's reason for failing: its last `Error` lines, else its last line.
-fn reason(lines: &[String]) -> String {
-    let errors: Vec<&str> = lines
-        .iter()
-        .filter(|l| l.contains("Error") || l.contains("error"))
-        .map(|l| l.trim())
-        .collect();
-    let picked: Vec<&str> = if errors.is_empty() {
-        lines.last().map(|l| l.trim()).into_iter().collect()
-    } else {
-        errors[errors.len().saturating_sub(REASON_LINES)..].to_vec()
+/// The last `max` bytes of a file as text, from a line's start; empty if
+/// it cannot be read (CRIU's words are a bonus, never a second error).
+fn read_end(path: &Path, max: u64) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return String::new();
     };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = len.saturating_sub(max);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if start == 0 {
+        return text;
+    }
+    // The read began mid-line: drop the partial line.
+    text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default()
+}
+
+/// CRIU's reason for failing: its first error lines (the cause; later ones
+/// are consequences such as "Dumping FAILED."), the last one, else its
+/// last words.
+fn reason(words: &LastWords) -> String {
+    let generic = |l: &&String| l.contains("FAILED.");
+    let specific: Vec<&String> = words.errors.iter().filter(|l| !generic(l)).collect();
+    let mut picked: Vec<&str> = specific.iter().take(REASON_LINES).map(|l| l.as_str()).collect();
+    if specific.len() > REASON_LINES {
+        picked.push("...");
+        picked.extend(specific.last().map(|l| l.as_str()));
+    }
+    if picked.is_empty() {
+        picked.extend(words.errors.last().or(words.tail.last()).map(|l| l.trim()));
+    }
     if picked.is_empty() {
         "(it said nothing)".to_owned()
     } else {
@@ -640,20 +684,27 @@ mod tests {
 
     #[test]
     fn reason_prefers_criu_error_lines() {
-        let lines: Vec<String> = [
-            "(00.001) Will restore in 4242 task",
-            "(00.002) Error (criu/pagemap.c:100): Can't read mapping page 0: Success",
-            "(00.003) Error (criu/cr-restore.c:2400): Restoring FAILED.",
-            "(00.004) Unlock network",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let r = reason(&lines);
-        assert!(r.contains("Can't read mapping page"), "{r}");
-        assert!(r.contains("Restoring FAILED"), "{r}");
-        assert_eq!(reason(&lines[..1]), "(00.001) Will restore in 4242 task");
-        assert_eq!(reason(&[]), "(it said nothing)");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("restore.log");
+        let mut text = String::from("(00.001) Will restore in 4242 task\n");
+        text.push_str("(00.002) Error (criu/pagemap.c:100): Can't read mapping page 0\n");
+        text.push_str(&"(00.003) pie: noise\n".repeat(1000));
+        text.push_str("(00.004) Error (criu/cr-restore.c:2400): Restoring FAILED.\n");
+        text.push_str("(00.005) Unlock network\n");
+        fs::write(&log, text).expect("write");
+        let out = dir.path().join("restore.out");
+        let words = last_words(&log, &out);
+        assert_eq!(words.tail.len(), LOG_TAIL_LINES);
+        let r = reason(&words);
+        assert_eq!(r, "(00.002) Error (criu/pagemap.c:100): Can't read mapping page 0");
+        let only_generic = LastWords {
+            errors: vec!["Error (x.c:1): Dumping FAILED.".into()],
+            tail: vec!["last".into()],
+        };
+        assert_eq!(reason(&only_generic), "Error (x.c:1): Dumping FAILED.");
+        let silent = LastWords { errors: vec![], tail: vec!["  last words ".into()] };
+        assert_eq!(reason(&silent), "last words");
+        assert_eq!(reason(&LastWords { errors: vec![], tail: vec![] }), "(it said nothing)");
     }
 
     #[test]

@@ -19,7 +19,9 @@ use crate::sys;
 /// `cgroup.procs`/`tasks` (v1) files are `join_files` before it executes its
 /// program (for a container: [`crate::ContainerCgroups::join_files`]), and,
 /// if `new_session`, start a new session first (`setsid`), so it has no
-/// controlling terminal and leads its own process group.
+/// controlling terminal and leads its own process group. The program
+/// inherits no descriptor but its stdin, stdout and stderr, whatever this
+/// process leaked (Linux 5.11+; before, it inherits what it would anyway).
 ///
 /// The files are opened now, so a cgroup that does not exist is an error
 /// here rather than a failed spawn; a join that fails at spawn time (the

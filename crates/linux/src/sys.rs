@@ -38,13 +38,21 @@ pub(crate) fn has_process_mrelease() -> bool {
     ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
-/// Makes the child of `cmd`, between `fork` and `exec`, start a new session
-/// (if `new_session`) and then join the cgroups whose `cgroup.procs` (or v1
+/// Makes the child of `cmd`, between `fork` and `exec`, mark every
+/// descriptor above stderr close-on-exec, start a new session (if
+/// `new_session`), and then join the cgroups whose `cgroup.procs` (or v1
 /// `tasks`) files are `join` (opened for writing by the caller), so the
-/// program runs its first instruction there. A failure fails the spawn with
-/// the kernel's error and the program never runs.
+/// program runs its first instruction there, holding only its stdio. A
+/// failure to join or to start a session fails the spawn with the kernel's
+/// error and the program never runs.
 pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_session: bool) {
     let hook = move || -> io::Result<()> {
+        // Descriptors the parent leaked (inherited without O_CLOEXEC, like
+        // a VM console's) would follow the program, and CRIU refuses to
+        // dump a tree holding what it cannot restore. CLOEXEC rather than
+        // close: std's own error pipe must live until the exec. Before
+        // Linux 5.11 this fails and the program keeps what it inherited.
+        close_range_cloexec(3);
         if new_session {
             rustix::process::setsid()?;
         }
@@ -64,5 +72,15 @@ pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_sessio
     // nothing (io::Error from a raw errno does not allocate).
     unsafe {
         cmd.pre_exec(hook);
+    }
+}
+
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`, best effort.
+fn close_range_cloexec(first: u32) {
+    // SAFETY: close_range takes three integers and touches no memory; with
+    // CLOSE_RANGE_CLOEXEC it closes nothing, it only sets a flag on each
+    // descriptor, so no descriptor owned elsewhere in this process goes away.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     }
 }
