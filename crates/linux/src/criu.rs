@@ -652,7 +652,9 @@ fn read_end(path: &Path, max: u64) -> String {
 /// are consequences such as "Dumping FAILED."), the last one, else its
 /// last words.
 fn reason(words: &LastWords) -> String {
-    let generic = |l: &&String| l.contains("FAILED.");
+    // Consequences, not causes: the summary at the end, and the exit of a
+    // helper CRIU ran (an iptables probe) that says nothing of its own.
+    let generic = |l: &&String| l.contains("FAILED.") || l.contains("exited, status=");
     let specific: Vec<&String> = words.errors.iter().filter(|l| !generic(l)).collect();
     let mut picked: Vec<&str> = specific.iter().take(REASON_LINES).map(|l| l.as_str()).collect();
     if specific.len() > REASON_LINES {
@@ -733,6 +735,18 @@ mod tests {
         assert_eq!(t.len(), LOG_TAIL_LINES);
         assert_eq!(t.last().map(String::as_str), Some("line 19999"));
         assert!(tail(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn the_probe_of_this_host_says_why_when_criu_cannot_run() {
+        let support = Criu::probe();
+        // Straight to stderr: what `overbook check` would say, seen in logs.
+        let mut err = std::io::stderr().lock();
+        let _ = std::io::Write::write_fmt(&mut err, format_args!("criu here: {support:?}\n"));
+        if let Some(why) = support.why_not() {
+            assert!(!why.is_empty() && !why.contains("(it said nothing)"), "{why}");
+            assert!(!support.incremental());
+        }
     }
 
     #[test]
