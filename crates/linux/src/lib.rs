@@ -12,11 +12,16 @@
 //!   [`V1Cgroups`] and [`V2Cgroups`] implementing them;
 //! * [`HostSupport::probe`]: what this host can do, for `overbook check`.
 //!
+//! Beside them, [`criu`] checkpoints and restores process trees with CRIU,
+//! and [`spawn`] starts a program inside a cgroup.
+//!
 //! All `unsafe` lives in one private module (`sys`), for the one syscall no
-//! well-kept crate wraps (`process_mrelease`).
+//! well-kept crate wraps (`process_mrelease`) and the one hook run between
+//! `fork` and `exec` (joining a cgroup, see [`spawn`]).
 
 mod cgroups;
 mod container;
+pub mod criu;
 mod error;
 mod fsio;
 pub mod host;
@@ -25,6 +30,7 @@ mod node;
 pub mod parse;
 mod probe;
 pub mod psi;
+pub mod spawn;
 mod sys;
 mod v1;
 mod v2;

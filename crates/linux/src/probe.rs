@@ -194,7 +194,7 @@ fn has_pidfd() -> bool {
         .is_ok()
 }
 
-fn find_criu() -> Option<PathBuf> {
+pub(crate) fn find_criu() -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)

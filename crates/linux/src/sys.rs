@@ -1,13 +1,17 @@
-//! The one syscall no well-kept crate wraps yet: `process_mrelease(2)`.
+//! The crate's only `unsafe` code: the one syscall no well-kept crate wraps
+//! yet (`process_mrelease(2)`), and a hook run between `fork` and `exec`.
 //!
 //! Why a module of its own: the workspace denies `unsafe_code`; this is the
 //! only place the crate allows it, for one raw `syscall(2)` whose arguments
-//! are plain integers. `pidfd_open` and `pidfd_send_signal` come safe from
+//! are plain integers and for `CommandExt::pre_exec`, whose closure must be
+//! async-signal-safe. `pidfd_open` and `pidfd_send_signal` come safe from
 //! rustix.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
 /// Reaps the memory of a process that is dying (SIGKILL pending or
 /// exiting) right now, in the caller's context, instead of waiting for the
@@ -32,4 +36,51 @@ pub(crate) fn has_process_mrelease() -> bool {
     // validates the arguments and returns an error.
     let ret = unsafe { libc::syscall(libc::SYS_process_mrelease, -1i32, 0u32) };
     ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
+}
+
+/// Makes the child of `cmd`, between `fork` and `exec`, mark every
+/// descriptor above stderr close-on-exec, start a new session (if
+/// `new_session`), and then join the cgroups whose `cgroup.procs` (or v1
+/// `tasks`) files are `join` (opened for writing by the caller), so the
+/// program runs its first instruction there, holding only its stdio. A
+/// failure to join or to start a session fails the spawn with the kernel's
+/// error and the program never runs.
+pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_session: bool) {
+    let hook = move || -> io::Result<()> {
+        // Descriptors the parent leaked (inherited without O_CLOEXEC, like
+        // a VM console's) would follow the program, and CRIU refuses to
+        // dump a tree holding what it cannot restore. CLOEXEC rather than
+        // close: std's own error pipe must live until the exec. Before
+        // Linux 5.11 this fails and the program keeps what it inherited.
+        close_range_cloexec(3);
+        if new_session {
+            rustix::process::setsid()?;
+        }
+        for fd in &join {
+            // "0" is the writing process itself, in v1 and v2 alike.
+            let written = rustix::io::write(fd, b"0")?;
+            if written != 1 {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec, where only
+    // async-signal-safe work is allowed: it makes two raw syscalls (setsid,
+    // write) through rustix's linux_raw backend, on descriptors that were
+    // opened before the fork and are owned by the closure, and allocates
+    // nothing (io::Error from a raw errno does not allocate).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`, best effort.
+fn close_range_cloexec(first: u32) {
+    // SAFETY: close_range takes three integers and touches no memory; with
+    // CLOSE_RANGE_CLOEXEC it closes nothing, it only sets a flag on each
+    // descriptor, so no descriptor owned elsewhere in this process goes away.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+    }
 }

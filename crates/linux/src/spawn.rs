@@ -1,0 +1,45 @@
+//! Starting a program inside a cgroup, and in a session of its own.
+//!
+//! Why here and not through a shell: a program must be in its cgroup before
+//! it runs a single instruction (or its first allocations are charged
+//! elsewhere), and a program that is to be checkpointed must lead its own
+//! session (CRIU refuses a tree whose session leader is outside it, unless
+//! told it is a shell job). Both happen between `fork` and `exec`, which
+//! needs `pre_exec` and so lives in `sys`; this is its safe face.
+
+use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::error::CgroupError;
+use crate::sys;
+
+/// Makes `cmd`'s child join the cgroups whose `cgroup.procs` (v2) or
+/// `cgroup.procs`/`tasks` (v1) files are `join_files` before it executes its
+/// program (for a container: [`crate::ContainerCgroups::join_files`]), and,
+/// if `new_session`, start a new session first (`setsid`), so it has no
+/// controlling terminal and leads its own process group. The program
+/// inherits no descriptor but its stdin, stdout and stderr, whatever this
+/// process leaked (Linux 5.11+; before, it inherits what it would anyway).
+///
+/// The files are opened now, so a cgroup that does not exist is an error
+/// here rather than a failed spawn; a join that fails at spawn time (the
+/// cgroup removed meanwhile, a v2 cgroup with children of its own) makes
+/// `spawn` return the kernel's error and the program never runs.
+pub fn join_before_exec(
+    cmd: &mut Command,
+    join_files: &[PathBuf],
+    new_session: bool,
+) -> Result<(), CgroupError> {
+    let mut fds: Vec<OwnedFd> = Vec::with_capacity(join_files.len());
+    for file in join_files {
+        // Standard library opens with O_CLOEXEC: the program inherits none.
+        let opened = OpenOptions::new().write(true).open(file).map_err(|source| {
+            CgroupError::Io { op: "open for joining", path: file.clone(), source }
+        })?;
+        fds.push(opened.into());
+    }
+    sys::join_before_exec(cmd, fds, new_session);
+    Ok(())
+}
