@@ -5,14 +5,16 @@
 //! so tests drive it step by step on real cgroups, and the daemon
 //! ([`crate::daemon`]) only adds the waiting.
 
+mod checkpointing;
 mod durable;
 
+use crate::checkpoint::ImageStore;
 use crate::config::AgentConfig;
 use crate::events::{Event, EventLog};
 use crate::node::{NodeSample, NodeView};
 use crate::spawn::command_in;
 use crate::store::{StoreError, StoredState, TaskStore};
-use crate::tasks::{check_name, Managed, RunError, RunReply, RunRequest, Tasks};
+use crate::tasks::{check_name, Managed, PreemptRequest, RunError, RunReply, RunRequest, Tasks};
 use overbook_core::config::ConfigError;
 use overbook_core::launch::{Admission, TaskRequest};
 use overbook_core::policy::{NodeFacilities, NodePolicy};
@@ -43,6 +45,8 @@ pub enum AgentError {
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot become a child subreaper (restored tasks would not be reaped): {0}")]
+    Subreaper(std::io::Error),
 }
 
 /// What one tick did, for the daemon and for tests.
@@ -119,6 +123,10 @@ pub struct Agent<C> {
     /// The `memory.min` last given to each protected critical container.
     protected: BTreeMap<ContainerId, u64>,
     durable: durable::Durable,
+    /// CRIU and the image store, when the preemptor may checkpoint.
+    images: Option<ImageStore>,
+    /// Pre-dump running best-effort tasks this often (incremental dumps).
+    pre_dump_interval: Option<Duration>,
 }
 
 impl<C> Agent<C> {
@@ -134,14 +142,38 @@ impl<C> Agent<C> {
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// An agent over the containers under `config.root` in `cgroups`.
     pub fn new(config: &AgentConfig, cgroups: C, log: EventLog) -> Result<Self, AgentError> {
-        // Checkpointing comes with the CRIU preemptor; until then an
-        // `adaptive` preemptor here chooses between kill and nothing else.
-        let facilities = NodeFacilities {
-            // Unused while checkpoints cannot be taken; measured with CRIU later.
-            store: StoreBandwidth { write: 1.0, read: 1.0, net: 1.0 },
-            can_checkpoint: false,
-            can_incremental: false,
+        use overbook_core::preempt::PreemptorConfig;
+        let (wants_images, incremental) = match config.policy.preemptor {
+            PreemptorConfig::Checkpoint { incremental } => (true, incremental),
+            PreemptorConfig::Adaptive { incremental } => (true, incremental),
+            _ => (false, false),
         };
+        // CRIU is probed (and the store measured) only when the preemptor
+        // may checkpoint: other agents start at once and need no criu.
+        let images = wants_images.then(|| ImageStore::open(&config.checkpoint));
+        let facilities = match &images {
+            Some(store) if store.usable() => NodeFacilities {
+                store: store.bandwidth(),
+                can_checkpoint: true,
+                can_incremental: store.incremental(),
+            },
+            _ => NodeFacilities {
+                // Unused: nothing is checkpointed without CRIU.
+                store: StoreBandwidth { write: 1.0, read: 1.0, net: 1.0 },
+                can_checkpoint: false,
+                can_incremental: false,
+            },
+        };
+        if images.as_ref().is_some_and(ImageStore::usable) {
+            // A restored tree's root is reparented to the nearest child
+            // subreaper once CRIU exits: this agent, which reaps it.
+            rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+                .map_err(|e| AgentError::Subreaper(e.into()))?;
+        }
+        let pre_dump_interval = config
+            .checkpoint
+            .pre_dump_interval
+            .filter(|_| incremental && facilities.can_incremental);
         let policy = NodePolicy::new(&config.policy, facilities)?;
         let root = ContainerPath::new(&config.root)?;
         let view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
@@ -171,7 +203,36 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             wake_at: None,
             protected: BTreeMap::new(),
             durable,
+            images,
+            pre_dump_interval,
         })
+    }
+
+    /// Says at start what the node can do for checkpoints (only when the
+    /// preemptor may checkpoint), and what it falls back to where it cannot.
+    pub fn note_checkpoint_support(&mut self, now: Time) {
+        let Some(store) = &self.images else { return };
+        let s = store.support();
+        let bw = store.bandwidth();
+        let detail = json!({
+            "criu": s.binary.as_ref().map(|b| b.display().to_string()),
+            "version": s.version,
+            "usable": store.usable(),
+            "why_not": s.why_not(),
+            "incremental": store.incremental(),
+            "why_not_incremental": s.mem_dirty_track.as_ref().err(),
+            "images_dir": store.dir().display().to_string(),
+            "shared": store.shared(),
+            "write_mb_s": bw.write / 1e6,
+            "read_mb_s": bw.read / 1e6,
+            "measured": store.measured(),
+            "pre_dump_interval_s": self.pre_dump_interval.map(|d| d.as_secs_f64()),
+            "fallback": (!store.usable()).then_some(
+                "checkpoints become freeze-and-swap-out where the node has swap, else kill"
+            ),
+        });
+        let kind = if store.usable() { "checkpoints" } else { "checkpoints-unavailable" };
+        self.record(now, kind, None, detail);
     }
 
     /// One pass of the loop at time `now` (since the agent started).
@@ -205,6 +266,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
         }
         self.step_policy(now, &mut tick);
+        if tick.preempted.is_empty() {
+            self.pre_dump_one(now);
+        }
         Ok(tick)
     }
 
@@ -241,7 +305,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.last_pressure = pressure;
         let calm_over = self.last_full.is_none_or(|t| now.since(t) >= self.calm_period);
         let asked = self.wake_at.is_some_and(|w| now >= w);
-        let waiting = self.tasks.by_id.values().any(|m| m.child.is_none())
+        let waiting = self.tasks.by_id.values().any(|m| !m.running())
             || !self.suspended.is_empty()
             || !self.durable.restoring.is_empty();
         Ok(busy || calm_over || asked || waiting || self.nearing_headroom())
@@ -430,23 +494,46 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             );
             return;
         }
-        let (done, fallback) = match how {
-            Preemption::Kill => (Preemption::Kill, None),
-            Preemption::Freeze | Preemption::FreezeAndSwapOut => (how, None),
-            // No CRIU in this agent yet: the task's memory must still come back.
-            Preemption::Checkpoint { .. } => {
-                (Preemption::Kill, Some("checkpointing is not available; killed instead"))
+        let mut fallback: Option<String> = None;
+        let mut done = how;
+        if let Preemption::Checkpoint { .. } = how {
+            if let Err(why) = self.can_checkpoint(id) {
+                done = self.checkpoint_fallback();
+                fallback = Some(format!("{why}; {} instead", done.as_str()));
             }
-        };
+        }
         let issued = Instant::now();
         let result = match done {
             Preemption::Kill => {
                 self.view.cgroups().kill(&path).map(|o| o.map(|r| json!(r_json(&r))))
             }
-            _ => self.view.cgroups().freeze(&path, SETTLE).map(|o| o.map(|()| json!({}))),
+            Preemption::Freeze => {
+                self.view.cgroups().freeze(&path, SETTLE).map(|o| o.map(|()| json!({})))
+            }
+            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(&path, usage),
+            Preemption::Checkpoint { incremental } => {
+                match self.checkpoint(now, id, incremental) {
+                    Ok(o) => Ok(o),
+                    Err(why) => {
+                        // The tree still runs (a failed dump leaves it so):
+                        // its memory must come back all the same.
+                        done = self.checkpoint_fallback();
+                        fallback =
+                            Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
+                        match done {
+                            Preemption::Kill => self
+                                .view
+                                .cgroups()
+                                .kill(&path)
+                                .map(|o| o.map(|r| json!(r_json(&r)))),
+                            _ => self.freeze_and_swap_out(&path, usage),
+                        }
+                    }
+                }
+            }
         };
         let finished = Instant::now();
-        // Everything for the log is made after the kill, not before it.
+        // Everything for the log is made after the action, not before it.
         let evidence = self.evidence_json(evidence);
         let timings = json!({
             "decision_to_issue_us": issued.duration_since(decided).as_micros() as u64,
@@ -455,18 +542,28 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         match result {
             Ok(Outcome::Done(report)) => {
                 self.preemptions += 1;
-                if done == Preemption::Kill {
-                    self.policy.departed(id);
-                    if let Some(m) = self.tasks.by_id.get_mut(&id) {
-                        m.killed = true;
-                        self.persist(now, id, StoredState::Killed, "killed by a preemption");
+                match done {
+                    Preemption::Kill => {
+                        self.policy.departed(id);
+                        if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                            m.killed = true;
+                            self.persist(now, id, StoredState::Killed, "killed by a preemption");
+                        }
                     }
-                } else {
-                    self.view.set_frozen(id, true);
-                    let task =
-                        TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
-                    self.policy.suspended(now, task, usage);
-                    self.suspended.insert(id, path.clone());
+                    // Already waiting to be restored (see `checkpoint`).
+                    Preemption::Checkpoint { .. } => {}
+                    Preemption::Freeze | Preemption::FreezeAndSwapOut => {
+                        self.view.set_frozen(id, true);
+                        let task = TaskRequest {
+                            id,
+                            job: JobId(id.0),
+                            class,
+                            request: usage,
+                            submitted: now,
+                        };
+                        self.policy.suspended(now, task, usage);
+                        self.suspended.insert(id, path.clone());
+                    }
                 }
                 tick.preempted.push((path.clone(), done));
                 let mut detail = json!({
@@ -494,10 +591,91 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     now,
                     "preempt-failed",
                     Some(&path),
-                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence }),
+                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
                 );
             }
         }
+    }
+
+    /// Freezes a container, then pushes its memory out (v2
+    /// `memory.reclaim`; v1 a squeezed limit), so production gets the RAM
+    /// while the work stays.
+    fn freeze_and_swap_out(
+        &self,
+        path: &ContainerPath,
+        usage: u64,
+    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+        if let Outcome::Vanished = self.view.cgroups().freeze(path, SETTLE)? {
+            return Ok(Outcome::Vanished);
+        }
+        let started = Instant::now();
+        // Frozen: it cannot fault its pages back, so all of it may go.
+        let reclaimed = match self.view.cgroups().reclaim(path, usage.max(1)) {
+            Ok(Outcome::Done(got)) => json!(got),
+            Ok(Outcome::Vanished) => return Ok(Outcome::Vanished),
+            // Frozen but still resident: the kernel takes it first, later.
+            Err(e) => json!({ "error": e.to_string() }),
+        };
+        Ok(Outcome::Done(json!({
+            "reclaimed": reclaimed,
+            "swap_out_us": started.elapsed().as_micros() as u64,
+        })))
+    }
+
+    /// Operator's preemption (`overbook preempt`) of one task or container
+    /// by name, through the same path and guards as the policy's.
+    pub fn preempt_by_name(
+        &mut self,
+        now: Time,
+        order: &PreemptRequest,
+    ) -> Result<serde_json::Value, RunError> {
+        let how = match order.how.as_str() {
+            "kill" => Preemption::Kill,
+            "freeze" => Preemption::Freeze,
+            "freeze-and-swap-out" => Preemption::FreezeAndSwapOut,
+            "checkpoint" => Preemption::Checkpoint { incremental: true },
+            "full-checkpoint" => Preemption::Checkpoint { incremental: false },
+            other => return Err(RunError::How(other.to_string())),
+        };
+        let known = self
+            .view
+            .containers()
+            .find(|k| k.path.name() == order.name && k.members > 0)
+            .map(|k| (k.id, k.class, k.frozen));
+        let Some((id, class, frozen)) = known else {
+            return Err(RunError::NoSuchTask(order.name.clone()));
+        };
+        if !class.is_preemptible() {
+            return Err(RunError::Protected { name: order.name.clone(), class: class.to_string() });
+        }
+        if frozen || self.suspended.contains_key(&id) {
+            return Err(RunError::Start {
+                name: order.name.clone(),
+                problem: "it is already suspended".into(),
+            });
+        }
+        let how = match how {
+            Preemption::Checkpoint { incremental } => {
+                Preemption::Checkpoint { incremental: incremental && self.has_pre_dump(id) }
+            }
+            other => other,
+        };
+        let evidence = Evidence {
+            detector: "operator".into(),
+            reason: format!("overbook preempt {} --how {}", order.name, order.how),
+            thrashing: Vec::new(),
+            lasted: Duration::ZERO,
+            candidates: vec![(id, 0.0)],
+        };
+        let mut tick = Tick::default();
+        let before = self.log.recent().last().map_or(0, |e| e.seq);
+        self.preempt(now, id, how, &evidence, Instant::now(), &mut tick);
+        if how == Preemption::Kill && !tick.preempted.is_empty() {
+            self.policy.note_kill(now);
+        }
+        let events: Vec<serde_json::Value> =
+            self.log.after(before).filter_map(|e| serde_json::to_value(e).ok()).collect();
+        Ok(json!({ "preempted": !tick.preempted.is_empty(), "events": events }))
     }
 
     fn resume(
@@ -507,6 +685,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         site: overbook_core::ResumeSite,
         tick: &mut Tick,
     ) {
+        if self.tasks.by_id.get(&id).is_some_and(Managed::checkpointed) {
+            self.restore_checkpointed(now, id, site, tick);
+            return;
+        }
         let Some(path) = self.suspended.remove(&id) else {
             let what = format!("resume {id} ({site:?}) of a task this agent did not suspend");
             self.record(now, "not-supported", None, json!({ "action": what }));
@@ -643,16 +825,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             request: request.mem_peak.unwrap_or(0),
             submitted: now,
         };
-        let managed = Managed {
-            request,
-            job,
-            path: path.clone(),
-            child: None,
-            started_at: None,
-            killed: false,
-            restarts,
-            peak: 0,
-        };
+        let managed = Managed::new(request, job, path.clone(), restarts);
         let log = self.log_path(&managed.request.name);
         self.tasks.by_id.insert(id, managed);
         let reply = |state: &str| RunReply {
@@ -685,7 +858,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Makes a managed task's container and starts its command in it.
     fn start(&mut self, now: Time, id: ContainerId) -> Result<(), RunError> {
         let Some(m) = self.tasks.by_id.get(&id) else { return Ok(()) };
-        if m.child.is_some() {
+        if m.running() {
             return Ok(());
         }
         let (path, name) = (m.path.clone(), m.request.name.clone());
@@ -705,8 +878,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
         };
         let m = &self.tasks.by_id[&id];
-        let mut cmd =
+        let cmd =
             command_in(self.view.cgroups(), &path, &m.request.command[0], &m.request.command[1..]);
+        let mut cmd = match cmd {
+            Ok(cmd) => cmd,
+            Err(e) => return Err(self.give_up(now, id, fail(e.to_string()))),
+        };
         cmd.current_dir(m.request.cwd.as_deref().unwrap_or(std::path::Path::new("/")))
             .stdin(Stdio::null())
             .stdout(out)
@@ -719,7 +896,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 m.started_at = Some(now);
                 m.killed = false;
                 m.peak = 0;
-                let restarts = m.restarts;
+                // From scratch: work before this start is gone, and so is
+                // any image of it.
+                m.progress_before = Duration::ZERO;
+                m.image = None;
+                let (restarts, name) = (m.restarts, m.request.name.clone());
+                self.discard_images(now, &name);
+                self.view.carry(id, Duration::ZERO, None);
                 self.record(now, "started", Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
                 self.persist(now, id, StoredState::Running, &format!("started, pid {pid}"));
                 Ok(())
@@ -736,6 +919,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let _ = self.view.cgroups().remove(&m.path);
             self.record(now, "start-failed", Some(&m.path), json!({ "error": e.to_string() }));
             self.unpersist(now, &m.request.name, "start-failed", &e.to_string());
+            self.discard_images(now, &m.request.name);
         }
         e
     }
@@ -748,6 +932,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .by_id
             .iter_mut()
             .filter_map(|(id, m)| {
+                if let Some(pid) = m.restored {
+                    let status = checkpointing::restored_exit(pid)?;
+                    m.restored = None;
+                    return Some((*id, status));
+                }
                 let status = m.child.as_mut()?.try_wait().ok()??;
                 m.child = None;
                 Some((*id, status.to_string()))
@@ -756,7 +945,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         for (id, status) in exited {
             let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
             let path = m.path.clone();
-            let runtime = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
+            let runtime = m.progress_before + m.started_at.map_or(Duration::ZERO, |s| now.since(s));
             // The kernel's own high-water mark: samples may have missed it.
             if let Ok(Outcome::Done(Some(peak))) = self.view.cgroups().peak(&path) {
                 m.peak = m.peak.max(peak);
@@ -801,6 +990,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             } else {
                 let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
                 self.tasks.by_id.remove(&id);
+                self.discard_images(now, &name);
+                self.view.uncarry(id);
                 self.unpersist(now, &name, "finished", &status);
                 self.view.unreserve(&path);
                 self.policy.finished(id, job, peak, runtime);

@@ -6,7 +6,10 @@
 //!   waiting up to `S` seconds (at most 30) for one to arrive, as JSON lines;
 //! * `GET /metrics`: Prometheus text;
 //! * `POST /v1/run` with a [`RunRequest`] as JSON: a command in a new
-//!   container, admitted by the launcher; answers a [`RunReply`].
+//!   container, admitted by the launcher; answers a [`RunReply`];
+//! * `POST /v1/preempt` with a [`PreemptRequest`] as JSON: an operator's
+//!   preemption of one best-effort container (never a protected one);
+//!   answers what was done, as the events it made.
 //!
 //! Why a unix socket: the API can stop and start containers' work, so only
 //! who may open the socket file may use it, and nothing listens on the
@@ -16,7 +19,7 @@
 use crate::agent::NodeStatus;
 use crate::events::Event;
 use crate::metrics;
-use crate::tasks::{RunReply, RunRequest};
+use crate::tasks::{PreemptRequest, RunRequest};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -37,8 +40,16 @@ pub struct Shared {
     submissions: Mutex<Vec<Submission>>,
 }
 
-/// A run request waiting for the agent's loop, and where its answer goes.
-pub type Submission = (RunRequest, mpsc::Sender<Result<RunReply, String>>);
+/// What a client asks of the agent's loop.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Order {
+    Run(RunRequest),
+    Preempt(PreemptRequest),
+}
+
+/// An order waiting for the agent's loop, and where its answer (JSON, or
+/// why it was refused) goes.
+pub type Submission = (Order, mpsc::Sender<Result<String, String>>);
 
 /// How long a client waits for the loop to take its run request.
 const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,11 +83,11 @@ impl Shared {
         std::mem::take(&mut *self.submissions.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn submit(&self, request: RunRequest) -> (u16, String) {
+    fn submit(&self, order: Order) -> (u16, String) {
         let (tx, rx) = mpsc::channel();
-        self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push((request, tx));
+        self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push((order, tx));
         match rx.recv_timeout(SUBMIT_TIMEOUT) {
-            Ok(Ok(reply)) => (200, serde_json::to_string(&reply).unwrap_or_default()),
+            Ok(Ok(reply)) => (200, reply),
             Ok(Err(problem)) => (409, format!("{problem}\n")),
             Err(_) => (503, "the agent's loop did not take the request\n".into()),
         }
@@ -177,21 +188,20 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
                 _ => (400, "text/plain", "after must be a whole number, wait seconds\n".into()),
             }
         }
-        (tiny_http::Method::Post, "/v1/run") => {
-            let mut body = String::new();
-            let read = request.as_reader().take(MAX_BODY + 1).read_to_string(&mut body);
-            match read {
-                Err(e) => (400, "text/plain", format!("cannot read the request: {e}\n")),
-                Ok(n) if n as u64 > MAX_BODY => (413, "text/plain", "request too large\n".into()),
-                Ok(_) => match serde_json::from_str::<RunRequest>(&body) {
-                    Err(e) => (400, "text/plain", format!("bad run request: {e}\n")),
-                    Ok(run) => {
-                        let (code, body) = shared.submit(run);
-                        (code, if code == 200 { "application/json" } else { "text/plain" }, body)
-                    }
-                },
-            }
-        }
+        (tiny_http::Method::Post, "/v1/run") => match read_body(&mut request) {
+            Err(answer) => answer,
+            Ok(body) => match serde_json::from_str::<RunRequest>(&body) {
+                Err(e) => (400, "text/plain", format!("bad run request: {e}\n")),
+                Ok(run) => answered(shared.submit(Order::Run(run))),
+            },
+        },
+        (tiny_http::Method::Post, "/v1/preempt") => match read_body(&mut request) {
+            Err(answer) => answer,
+            Ok(body) => match serde_json::from_str::<PreemptRequest>(&body) {
+                Err(e) => (400, "text/plain", format!("bad preempt request: {e}\n")),
+                Ok(order) => answered(shared.submit(Order::Preempt(order))),
+            },
+        },
         (_, p) => (404, "text/plain", format!("no such endpoint: {p}\n")),
     };
     let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes());
@@ -200,6 +210,20 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
         response = response.with_header(h);
     }
     let _ = request.respond(response);
+}
+
+/// A request's body, or the answer that refuses it.
+fn read_body(request: &mut tiny_http::Request) -> Result<String, (u16, &'static str, String)> {
+    let mut body = String::new();
+    match request.as_reader().take(MAX_BODY + 1).read_to_string(&mut body) {
+        Err(e) => Err((400, "text/plain", format!("cannot read the request: {e}\n"))),
+        Ok(n) if n as u64 > MAX_BODY => Err((413, "text/plain", "request too large\n".into())),
+        Ok(_) => Ok(body),
+    }
+}
+
+fn answered((code, body): (u16, String)) -> (u16, &'static str, String) {
+    (code, if code == 200 { "application/json" } else { "text/plain" }, body)
 }
 
 /// A client's failure to talk to the agent.

@@ -3,6 +3,7 @@
 //! at (`policy.detector.tolerance: -1 is outside (0, 600]`), never defaulted
 //! silently.
 
+use crate::checkpoint::CheckpointConfig;
 use crate::classes::{ClassRule, ClassRules};
 use overbook_core::config::{ConfigError, PolicyConfig};
 use overbook_core::Class;
@@ -48,6 +49,8 @@ pub struct AgentConfig {
     /// Which container is of which class; unmatched ones are `default_class`.
     pub classes: ClassRules,
     pub policy: PolicyConfig,
+    /// CRIU's image store, for the `checkpoint` and `adaptive` preemptors.
+    pub checkpoint: CheckpointConfig,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +66,7 @@ impl Default for AgentConfig {
             protect_critical: true,
             classes: ClassRules::default(),
             policy: PolicyConfig::default(),
+            checkpoint: CheckpointConfig::default(),
         }
     }
 }
@@ -80,6 +84,86 @@ struct RawConfig {
     default_class: Option<String>,
     #[serde(default)]
     policy: PolicyConfig,
+    #[serde(default)]
+    checkpoint: RawCheckpoint,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheckpoint {
+    images_dir: Option<PathBuf>,
+    shared: Option<bool>,
+    timeout: Option<f64>,
+    write_mb_s: Option<f64>,
+    read_mb_s: Option<f64>,
+    net_mb_s: Option<f64>,
+    pre_dump_interval: Option<f64>,
+}
+
+impl RawCheckpoint {
+    fn check(self) -> Result<CheckpointConfig, ConfigError> {
+        use overbook_core::config::check_range;
+        let d = CheckpointConfig::default();
+        let images_dir = match self.images_dir {
+            Some(p) if p.as_os_str().is_empty() || p.is_relative() => {
+                return Err(ConfigError::new(
+                    "checkpoint.images_dir",
+                    format!("{:?} is not an absolute path", p.display().to_string()),
+                ))
+            }
+            Some(p) => p,
+            None => d.images_dir,
+        };
+        let timeout = match self.timeout {
+            None => d.timeout,
+            Some(t) => {
+                check_range("checkpoint.timeout", t, 1.0, 86_400.0)?;
+                Duration::from_secs_f64(t)
+            }
+        };
+        let mb = |key: &str, v: Option<f64>| -> Result<Option<f64>, ConfigError> {
+            match v {
+                None => Ok(None),
+                Some(x) => {
+                    check_range(key, x, 0.001, 1e6)?;
+                    Ok(Some(x * 1e6))
+                }
+            }
+        };
+        let write = mb("checkpoint.write_mb_s", self.write_mb_s)?;
+        let read = mb("checkpoint.read_mb_s", self.read_mb_s)?;
+        let net = mb("checkpoint.net_mb_s", self.net_mb_s)?;
+        let bandwidth = match (write, read) {
+            (None, None) if net.is_none() => None,
+            (Some(write), Some(read)) => Some(overbook_core::preempt::StoreBandwidth {
+                write,
+                read,
+                net: net.unwrap_or(read),
+            }),
+            _ => {
+                return Err(ConfigError::new(
+                    "checkpoint",
+                    "give write_mb_s and read_mb_s together (net_mb_s optional), or none to \
+                     measure the store at start",
+                ))
+            }
+        };
+        let pre_dump_interval = match self.pre_dump_interval {
+            None => d.pre_dump_interval,
+            Some(0.0) => None,
+            Some(x) => {
+                check_range("checkpoint.pre_dump_interval", x, 1.0, 86_400.0)?;
+                Some(Duration::from_secs_f64(x))
+            }
+        };
+        Ok(CheckpointConfig {
+            images_dir,
+            shared: self.shared.unwrap_or(d.shared),
+            timeout,
+            bandwidth,
+            pre_dump_interval,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -194,6 +278,7 @@ impl RawConfig {
             rules.push(rule);
         }
         self.policy.validate().map_err(|e| e.under("policy"))?;
+        let checkpoint = self.checkpoint.check()?;
         Ok(AgentConfig {
             root,
             capacity,
@@ -209,6 +294,7 @@ impl RawConfig {
             protect_critical: self.agent.protect_critical.unwrap_or(defaults.protect_critical),
             classes: ClassRules::new(rules, default_class),
             policy: self.policy,
+            checkpoint,
         })
     }
 }

@@ -3,7 +3,7 @@
 //! local API beside it.
 
 use crate::agent::{Agent, AgentError};
-use crate::api::{self, ApiError, Shared};
+use crate::api::{self, ApiError, Order, Shared};
 use crate::config::AgentConfig;
 use crate::events::{Event, EventLog};
 use overbook_core::Time;
@@ -95,6 +95,7 @@ pub fn run(
     let mut published = 0;
     let mut fired = Vec::new();
     agent.note(Time::ZERO, "started", started);
+    agent.note_checkpoint_support(Time::ZERO);
     while !stop.load(Ordering::Relaxed) {
         let t = now();
         let wake_at = match agent.tick(t) {
@@ -118,8 +119,14 @@ pub fn run(
                 None
             }
         };
-        for (request, reply) in shared.take_submissions() {
-            let _ = reply.send(agent.submit(now(), request).map_err(|e| e.to_string()));
+        for (order, reply) in shared.take_submissions() {
+            let answer = match order {
+                Order::Run(run) => {
+                    agent.submit(now(), run).map(|r| serde_json::to_string(&r).unwrap_or_default())
+                }
+                Order::Preempt(p) => agent.preempt_by_name(now(), &p).map(|v| v.to_string()),
+            };
+            let _ = reply.send(answer.map_err(|e| e.to_string()));
         }
         let new: Vec<Event> = agent.events().after(published).cloned().collect();
         published = agent.events().recent().last().map_or(published, |e| e.seq);

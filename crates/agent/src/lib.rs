@@ -3,17 +3,19 @@
 //! It watches every container under one cgroup (the node's root), feeds
 //! what the kernel says to the same policy core the simulator runs, and
 //! carries out what the core decides: preempting best-effort containers
-//! (kill or freeze) and resuming them when memory is back. Every decision
+//! (kill, freeze, swap out or checkpoint with CRIU) and resuming them when memory is back. Every decision
 //! is logged with its evidence.
 //!
 //! * [`config`]: the TOML config, checked with errors that name the key;
 //! * [`node`]: sampling the containers into the core's observations;
 //! * [`agent`]: the loop body, one [`Agent::tick`] at a time;
+//! * [`checkpoint`]: CRIU and the image store;
 //! * [`events`]: the decision log.
 
 pub mod agent;
 pub mod api;
 pub mod bench;
+pub mod checkpoint;
 pub mod classes;
 pub mod config;
 pub mod daemon;

@@ -11,7 +11,7 @@
 
 use crate::classes::ClassRules;
 use overbook_core::{
-    Class, ContainerId, ContainerStats, FaultCounters, JobId, NodeStats, RunState, Time,
+    Class, ContainerId, ContainerStats, FaultCounters, ImageInfo, JobId, NodeStats, RunState, Time,
 };
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
@@ -74,6 +74,9 @@ pub struct NodeView<C> {
     next_id: u64,
     /// The root's limit as of the last full sample (it rarely changes).
     root_limit: std::cell::Cell<Option<Option<u64>>>,
+    /// What a container's task carries from before its current container:
+    /// work done (kept across checkpoints) and its pre-dump, if any.
+    carried: BTreeMap<ContainerId, (Duration, Option<ImageInfo>)>,
 }
 
 impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
@@ -93,6 +96,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             reserved: BTreeMap::new(),
             next_id: 1,
             root_limit: std::cell::Cell::new(None),
+            carried: BTreeMap::new(),
         }
     }
 
@@ -144,6 +148,17 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             c.limit_hits = self.cgroups.limit_hits(&self.root)?.done().flatten();
         }
         Ok(Some(c))
+    }
+
+    /// What container `id`'s task carries into the policy's view: work
+    /// done before its current container, and an image to build on.
+    pub fn carry(&mut self, id: ContainerId, progress: Duration, image: Option<ImageInfo>) {
+        self.carried.insert(id, (progress, image));
+    }
+
+    /// The task of container `id` is over: it carries nothing.
+    pub fn uncarry(&mut self, id: ContainerId) {
+        self.carried.remove(&id);
     }
 
     /// Records that a container was frozen or thawed by the agent.
@@ -233,7 +248,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 }
             };
             if known.members > 0 {
-                sample.containers.push(stats_of(&known, now));
+                sample.containers.push(stats_of(&known, now, self.carried.get(&known.id)));
             }
             next.insert(key, known);
         }
@@ -296,7 +311,11 @@ fn refaults(c: &MemoryCounters) -> u64 {
     c.refault_anon.unwrap_or(0).saturating_add(c.refault_file.unwrap_or(0))
 }
 
-fn stats_of(k: &Known, now: Time) -> ContainerStats {
+fn stats_of(
+    k: &Known,
+    now: Time,
+    carried: Option<&(Duration, Option<ImageInfo>)>,
+) -> ContainerStats {
     let c = &k.counters;
     let mut s = ContainerStats::new(k.id, JobId(k.id.0), k.class, k.seen_at);
     s.state = if k.frozen { RunState::Frozen } else { RunState::Running };
@@ -304,6 +323,10 @@ fn stats_of(k: &Known, now: Time) -> ContainerStats {
     s.weight = k.weight;
     s.swap = c.swap.unwrap_or(0);
     s.progress = Duration::from_micros(now.as_micros().saturating_sub(k.seen_at.as_micros()));
+    if let Some((before, image)) = carried {
+        s.progress += *before;
+        s.image = *image;
+    }
     s.faults = FaultCounters {
         major_faults: c.major_faults,
         refault_anon: c.refault_anon.unwrap_or(0),

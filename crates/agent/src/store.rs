@@ -21,14 +21,21 @@ pub enum StoredState {
     Running,
     /// A preemption killed it; it is to be queued again.
     Killed,
+    /// CRIU was dumping it into its image (an agent that died meanwhile
+    /// left either a complete image, the task still running, or neither).
+    Dumping,
+    /// Dumped to its image and removed; it waits to be restored.
+    Checkpointed,
 }
 
 impl StoredState {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             StoredState::Queued => "queued",
             StoredState::Running => "running",
             StoredState::Killed => "killed",
+            StoredState::Dumping => "dumping",
+            StoredState::Checkpointed => "checkpointed",
         }
     }
 
@@ -37,6 +44,8 @@ impl StoredState {
             "queued" => Some(StoredState::Queued),
             "running" => Some(StoredState::Running),
             "killed" => Some(StoredState::Killed),
+            "dumping" => Some(StoredState::Dumping),
+            "checkpointed" => Some(StoredState::Checkpointed),
             _ => None,
         }
     }
@@ -49,6 +58,28 @@ pub struct StoredTask {
     pub state: StoredState,
     pub restarts: u32,
     pub pid: Option<u32>,
+    /// Its checkpoint image directory (the last of its chain), while it
+    /// is dumping or checkpointed.
+    pub image: Option<PathBuf>,
+    /// Work done before its current incarnation (kept across checkpoints).
+    pub progress: std::time::Duration,
+    /// Memory it held when checkpointed (what a restore brings back).
+    pub usage: u64,
+}
+
+impl StoredTask {
+    /// A task with no image, no earlier work and no memory recorded.
+    pub fn new(request: RunRequest, state: StoredState, restarts: u32, pid: Option<u32>) -> Self {
+        StoredTask {
+            request,
+            state,
+            restarts,
+            pid,
+            image: None,
+            progress: std::time::Duration::ZERO,
+            usage: 0,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +106,10 @@ CREATE TABLE IF NOT EXISTS tasks (
     state TEXT NOT NULL,
     restarts INTEGER NOT NULL,
     pid INTEGER,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    image TEXT,
+    progress REAL NOT NULL DEFAULT 0,
+    usage INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS transitions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -105,6 +139,23 @@ impl TaskStore {
         db.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
         db.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
         db.execute_batch(SCHEMA).map_err(sql)?;
+        // A database from before checkpoints: its rows get empty images.
+        let has_image: bool = db
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'image'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(sql)?
+            > 0;
+        if !has_image {
+            db.execute_batch(
+                "ALTER TABLE tasks ADD COLUMN image TEXT;
+                 ALTER TABLE tasks ADD COLUMN progress REAL NOT NULL DEFAULT 0;
+                 ALTER TABLE tasks ADD COLUMN usage INTEGER NOT NULL DEFAULT 0;",
+            )
+            .map_err(sql)?;
+        }
         Ok(TaskStore { path: path.to_path_buf(), db })
     }
 
@@ -123,6 +174,14 @@ impl TaskStore {
             name: task.request.name.clone(),
             problem: e.to_string(),
         })?;
+        let image = match &task.image {
+            None => None,
+            Some(p) => Some(p.to_str().ok_or_else(|| StoreError::Row {
+                path: self.path.clone(),
+                name: task.request.name.clone(),
+                problem: format!("image path {} is not UTF-8", p.display()),
+            })?),
+        };
         let at = wall();
         let tx = self
             .db
@@ -131,11 +190,22 @@ impl TaskStore {
         let state = task.state.as_str();
         let done = tx
             .execute(
-                "INSERT INTO tasks (name, request, state, restarts, pid, updated)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO tasks (name, request, state, restarts, pid, updated, image,
+                     progress, usage)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT(name) DO UPDATE SET request = ?2, state = ?3, restarts = ?4,
-                     pid = ?5, updated = ?6",
-                params![task.request.name, request, state, task.restarts, task.pid, at],
+                     pid = ?5, updated = ?6, image = ?7, progress = ?8, usage = ?9",
+                params![
+                    task.request.name,
+                    request,
+                    state,
+                    task.restarts,
+                    task.pid,
+                    at,
+                    image,
+                    task.progress.as_secs_f64(),
+                    task.usage as i64
+                ],
             )
             .and_then(|_| {
                 tx.execute(
@@ -171,7 +241,10 @@ impl TaskStore {
     pub fn tasks(&self) -> Result<Vec<StoredTask>, StoreError> {
         let mut stmt = self
             .db
-            .prepare("SELECT name, request, state, restarts, pid FROM tasks ORDER BY rowid")
+            .prepare(
+                "SELECT name, request, state, restarts, pid, image, progress, usage
+                 FROM tasks ORDER BY rowid",
+            )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -181,12 +254,16 @@ impl TaskStore {
                     r.get::<_, String>(2)?,
                     r.get::<_, u32>(3)?,
                     r.get::<_, Option<u32>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, f64>(6)?,
+                    r.get::<_, i64>(7)?,
                 ))
             })
             .map_err(|e| self.sql(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (name, request, state, restarts, pid) = row.map_err(|e| self.sql(e))?;
+            let (name, request, state, restarts, pid, image, progress, usage) =
+                row.map_err(|e| self.sql(e))?;
             let bad = |problem: String| StoreError::Row {
                 path: self.path.clone(),
                 name: name.clone(),
@@ -196,7 +273,16 @@ impl TaskStore {
                 .map_err(|e| bad(format!("its request is not valid: {e}")))?;
             let state = StoredState::parse(&state)
                 .ok_or_else(|| bad(format!("{state:?} is not a task state")))?;
-            out.push(StoredTask { request, state, restarts, pid });
+            let progress = std::time::Duration::try_from_secs_f64(progress)
+                .map_err(|_| bad(format!("progress {progress} is not a duration")))?;
+            let usage =
+                u64::try_from(usage).map_err(|_| bad(format!("usage {usage} is negative")))?;
+            let image = image.map(PathBuf::from);
+            if matches!(state, StoredState::Dumping | StoredState::Checkpointed) && image.is_none()
+            {
+                return Err(bad(format!("{} without an image", state.as_str())));
+            }
+            out.push(StoredTask { request, state, restarts, pid, image, progress, usage });
         }
         Ok(out)
     }
@@ -248,20 +334,10 @@ mod tests {
         {
             let mut s = TaskStore::open(&path).expect("opens");
             for name in ["b", "a", "c"] {
-                let t = StoredTask {
-                    request: request(name),
-                    state: StoredState::Queued,
-                    restarts: 0,
-                    pid: None,
-                };
+                let t = StoredTask::new(request(name), StoredState::Queued, 0, None);
                 s.put(&t, "submitted").expect("put");
             }
-            let running = StoredTask {
-                request: request("a"),
-                state: StoredState::Running,
-                restarts: 1,
-                pid: Some(42),
-            };
+            let running = StoredTask::new(request("a"), StoredState::Running, 1, Some(42));
             s.put(&running, "started").expect("put");
             s.remove("c", "finished", "status 0").expect("remove");
             // Dropped without any shutdown, as by kill -9.
@@ -280,6 +356,55 @@ mod tests {
         assert_eq!(h[0].0, "queued");
         assert_eq!(h[1], ("running".to_string(), "started".to_string()));
         assert_eq!(s.history("c").expect("history").last().map(|x| x.0.as_str()), Some("finished"));
+    }
+
+    #[test]
+    fn a_checkpointed_task_keeps_its_image_work_and_memory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        let t = StoredTask {
+            image: Some(dir.path().join("images/a/2")),
+            progress: std::time::Duration::from_millis(12_500),
+            usage: 64 << 20,
+            ..StoredTask::new(request("a"), StoredState::Checkpointed, 0, None)
+        };
+        TaskStore::open(&path).expect("opens").put(&t, "checkpointed").expect("put");
+        assert_eq!(TaskStore::open(&path).expect("reopens").tasks().expect("read"), vec![t]);
+    }
+
+    #[test]
+    fn a_database_from_before_checkpoints_is_taken_as_it_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        {
+            let db = Connection::open(&path).expect("opens");
+            db.execute_batch(
+                "CREATE TABLE tasks (name TEXT PRIMARY KEY, request TEXT NOT NULL,
+                     state TEXT NOT NULL, restarts INTEGER NOT NULL, pid INTEGER,
+                     updated REAL NOT NULL);",
+            )
+            .expect("old schema");
+            let req = serde_json::to_string(&request("old")).expect("json");
+            db.execute("INSERT INTO tasks VALUES ('old', ?1, 'queued', 3, NULL, 0)", params![req])
+                .expect("old row");
+        }
+        let tasks = TaskStore::open(&path).expect("migrates").tasks().expect("read");
+        assert_eq!(tasks, vec![StoredTask::new(request("old"), StoredState::Queued, 3, None)]);
+    }
+
+    #[test]
+    fn a_checkpoint_without_an_image_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let s = TaskStore::open(&dir.path().join("state.db")).expect("opens");
+        let req = serde_json::to_string(&request("x")).expect("json");
+        s.db.execute(
+            "INSERT INTO tasks (name, request, state, restarts, pid, updated)
+             VALUES ('x', ?1, 'checkpointed', 0, NULL, 0)",
+            params![req],
+        )
+        .expect("insert");
+        let err = s.tasks().unwrap_err().to_string();
+        assert!(err.contains("\"x\"") && err.contains("without an image"), "{err}");
     }
 
     #[test]

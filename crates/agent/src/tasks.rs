@@ -2,13 +2,16 @@
 //! own, admitted by the core's launcher (production at once; best-effort
 //! queued until the memory snapshot says it fits, and not during the delay
 //! after a kill), reaped when it exits, and started again from scratch when a
-//! preemption killed it (000 and 004: a killed task is requeued).
+//! preemption killed it (000 and 004: a killed task is requeued). A task
+//! that was checkpointed instead waits to be restored, and one whose
+//! restore fails starts again from scratch.
 
 use overbook_core::{Class, ContainerId, JobId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Child;
+use std::time::Duration;
 
 /// What `overbook run` asks for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,6 +64,22 @@ pub enum RunError {
     Rejected(String),
     #[error("cannot start {name:?}: {problem}")]
     Start { name: String, problem: String },
+    #[error("no task named {0:?} runs here")]
+    NoSuchTask(String),
+    #[error("{0:?} is not a way to preempt (kill, freeze, freeze-and-swap-out, checkpoint)")]
+    How(String),
+    #[error("{name:?} is {class}: never preempted")]
+    Protected { name: String, class: String },
+}
+
+/// What `overbook preempt` asks for: an operator's preemption of one task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreemptRequest {
+    pub name: String,
+    /// `kill`, `freeze`, `freeze-and-swap-out` or `checkpoint`
+    /// (incremental when the task has a pre-dump).
+    pub how: String,
 }
 
 /// One task the agent manages.
@@ -70,12 +89,73 @@ pub(crate) struct Managed {
     pub job: JobId,
     pub path: overbook_linux::ContainerPath,
     pub child: Option<Child>,
+    /// The root of its tree after a restore (not a child the standard
+    /// library knows: reaped by pid, the agent being a child subreaper).
+    pub restored: Option<u32>,
     pub started_at: Option<overbook_core::Time>,
     /// A preemption killed it: when it is reaped, it is requeued.
     pub killed: bool,
     pub restarts: u32,
     /// Highest usage seen in this incarnation (its peak, for the profile).
     pub peak: u64,
+    /// Work done before this incarnation: kept across checkpoints, lost
+    /// with a kill.
+    pub progress_before: Duration,
+    /// Its newest image: a pre-dump while it runs, or the checkpoint it
+    /// waits to be restored from.
+    pub image: Option<TaskImage>,
+}
+
+/// A checkpoint image of a task.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TaskImage {
+    pub dir: PathBuf,
+    pub kind: crate::checkpoint::ImageKind,
+    /// Bytes of its images.
+    pub size: u64,
+    pub taken_at: overbook_core::Time,
+    /// The task's memory when it was taken.
+    pub usage: u64,
+}
+
+impl Managed {
+    /// A task admitted now, not started yet.
+    pub fn new(
+        request: RunRequest,
+        job: JobId,
+        path: overbook_linux::ContainerPath,
+        restarts: u32,
+    ) -> Managed {
+        Managed {
+            request,
+            job,
+            path,
+            child: None,
+            restored: None,
+            started_at: None,
+            killed: false,
+            restarts,
+            peak: 0,
+            progress_before: Duration::ZERO,
+            image: None,
+        }
+    }
+
+    /// Whether its command runs (started, or restored).
+    pub fn running(&self) -> bool {
+        self.child.is_some() || self.restored.is_some()
+    }
+
+    /// The pid of its tree's root, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id).or(self.restored)
+    }
+
+    /// Whether it waits to be restored from a checkpoint.
+    pub fn checkpointed(&self) -> bool {
+        !self.running()
+            && self.image.as_ref().is_some_and(|i| i.kind == crate::checkpoint::ImageKind::Dump)
+    }
 }
 
 /// Every managed task, and the jobs' ids.
@@ -95,7 +175,7 @@ impl Tasks {
 
     /// Names of tasks waiting to start.
     pub fn queued(&self) -> Vec<String> {
-        self.by_id.values().filter(|m| m.child.is_none()).map(|m| m.request.name.clone()).collect()
+        self.by_id.values().filter(|m| !m.running()).map(|m| m.request.name.clone()).collect()
     }
 }
 

@@ -126,6 +126,7 @@ impl Node {
     fn start(&mut self, name: &str, args: &[&str]) -> usize {
         let path = self.container(name);
         let mut child = command_in(&*self.cg, &path, WORKLOAD, args)
+            .expect("the container's cgroup files")
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn workload");

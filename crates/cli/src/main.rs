@@ -32,6 +32,9 @@ enum Command {
     /// Start a command in a new container on this node, admitted by the
     /// agent's launcher (production at once; best-effort when it fits).
     Run(node::RunArgs),
+    /// Preempt one best-effort task now, as the policy would (kill,
+    /// freeze, freeze-and-swap-out or checkpoint); it resumes when it fits.
+    Preempt(node::PreemptArgs),
     /// Show what the running agent sees: every container's class, memory,
     /// fault and refault rates, pressure and state.
     Status(node::StatusArgs),
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Agent(args) => node::agent(args),
         Command::Run(args) => node::run(args),
+        Command::Preempt(args) => node::preempt(args),
         Command::Status(args) => node::status(args),
         Command::Events(args) => node::events(args),
         Command::Check(args) => node::check(args),

@@ -79,6 +79,20 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PreemptArgs {
+    /// The container's name under the node's root.
+    name: String,
+    /// kill (work lost, restarted), freeze (memory kept), freeze-and-swap-out
+    /// (memory pushed to swap), checkpoint (CRIU; incremental on a pre-dump
+    /// when there is one) or full-checkpoint.
+    #[arg(long, default_value = "checkpoint")]
+    how: String,
+    /// The agent's API socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Seconds each phase is measured (the agent's phase runs twice as long).
     #[arg(long, default_value_t = 8)]
@@ -348,6 +362,30 @@ pub fn workload(args: WorkloadArgs) -> Result<()> {
     let w = Workload::parse(&args.args)
         .map_err(|e| anyhow::anyhow!("{e}\nusage: overbook workload {USAGE}"))?;
     run(&w, &mut std::io::stdout().lock())?;
+    Ok(())
+}
+
+pub fn preempt(args: PreemptArgs) -> Result<()> {
+    let order = overbook_agent::tasks::PreemptRequest { name: args.name, how: args.how };
+    let reply = api::post(&args.socket, "/v1/preempt", &serde_json::to_string(&order)?)?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&reply).context("the agent's answer is not valid JSON")?;
+    let events = reply["events"].as_array().cloned().unwrap_or_default();
+    for e in &events {
+        let detail = &e["detail"];
+        let what = match e["kind"].as_str().unwrap_or("?") {
+            "preempted" => format!(
+                "preempted ({}){}",
+                detail["how"].as_str().unwrap_or("?"),
+                detail["fallback"].as_str().map(|f| format!(": {f}")).unwrap_or_default()
+            ),
+            other => format!("{other}: {detail}"),
+        };
+        println!("{} {what}", e["container"].as_str().unwrap_or("-"));
+    }
+    if reply["preempted"] != serde_json::Value::Bool(true) {
+        anyhow::bail!("nothing was preempted");
+    }
     Ok(())
 }
 

@@ -66,6 +66,12 @@ impl NodePolicy {
         self.launcher.suspended(now, task, memory);
     }
 
+    /// A best-effort container was killed by someone other than this
+    /// policy (an operator): launches wait as after the policy's own kills.
+    pub fn note_kill(&mut self, now: Time) {
+        self.launcher.killed(now);
+    }
+
     /// A task finished normally.
     pub fn finished(&mut self, id: ContainerId, job: JobId, peak: Bytes, runtime: Duration) {
         self.launcher.finished(job, peak, runtime);

@@ -8,16 +8,28 @@
 //!   it empties (the earlier agent was its parent, so its exit status is
 //!   unknown), then recorded as finished;
 //! * a running task whose container is gone or empty ended while no agent
-//!   watched: recorded as such, not run again (it may have finished).
+//!   watched: recorded as such, not run again (it may have finished);
+//! * a checkpointed task waits to be restored, as before; one whose image
+//!   is gone or incomplete is queued to start again from scratch;
+//! * a task the earlier agent was dumping when it died is checkpointed if
+//!   CRIU finished the dump (it goes on without the agent), watched as
+//!   running if the dump failed and left it running, and queued again
+//!   otherwise; while a CRIU still dumps it, the agent waits;
+//! * image directories no stored task names are removed.
 //!
 //! A store that fails is reported as an event and the agent goes on: a
 //! node's safety does not wait for a disk.
 
 use super::Agent;
+use crate::checkpoint::{dump_complete, ImageKind};
 use crate::store::{StoredState, StoredTask, TaskStore};
+use crate::tasks::{Managed, TaskImage};
+use overbook_core::launch::TaskRequest;
 use overbook_core::{ContainerId, Time};
 use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath};
 use serde_json::json;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// What the agent keeps for durability.
 #[derive(Debug, Default)]
@@ -28,6 +40,8 @@ pub(crate) struct Durable {
     /// Running tasks of an earlier agent (name, container, the pid it
     /// started), watched until they end.
     pub orphans: Vec<(String, ContainerPath, Option<u32>)>,
+    /// Whether images no task names were looked for (once, at start).
+    pub strays_swept: bool,
 }
 
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
@@ -38,7 +52,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             request: m.request.clone(),
             state,
             restarts: m.restarts,
-            pid: m.child.as_ref().map(std::process::Child::id),
+            pid: m.pid(),
+            image: m.image.as_ref().filter(|i| i.kind == ImageKind::Dump).map(|i| i.dir.clone()),
+            progress: m.progress_before,
+            usage: m.image.as_ref().map_or(0, |i| i.usage),
         };
         let Some(store) = &mut self.durable.store else { return };
         if let Err(e) = store.put(&task, detail) {
@@ -58,6 +75,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// At a full sample: takes back what an earlier agent left, then
     /// watches its running tasks.
     pub(super) fn restore_and_watch(&mut self, now: Time) {
+        if !self.durable.strays_swept {
+            self.durable.strays_swept = true;
+            self.sweep_stray_images(now);
+        }
         for stored in std::mem::take(&mut self.durable.restoring) {
             self.restore(now, stored);
         }
@@ -73,13 +94,59 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         });
         for (name, path) in ended {
             let _ = self.view.cgroups().remove(&path);
+            self.discard_images(now, &name);
             let detail = "exit status unknown (started by an earlier agent)";
             self.record(now, "finished", Some(&path), json!({ "status": detail }));
             self.unpersist(now, &name, "finished", detail);
         }
     }
 
-    fn restore(&mut self, now: Time, stored: StoredTask) {
+    /// A task an earlier agent checkpointed waits to be restored here.
+    fn take_back_checkpointed(&mut self, now: Time, stored: StoredTask) {
+        let name = stored.request.name.clone();
+        let Ok(path) = self.view.root().child(&name) else { return };
+        let Some(dir) = stored.image.clone() else { return };
+        let job = self.tasks.job_id(stored.request.job.as_deref().unwrap_or(&name));
+        let class = stored.request.class;
+        let id = self.view.reserve(&path, class, stored.request.weight);
+        let size = overbook_linux::criu::image_sizes(&dir).map_or(0, |s| s.total);
+        let mut m = Managed::new(stored.request, job, path.clone(), stored.restarts);
+        m.progress_before = stored.progress;
+        m.image = Some(TaskImage {
+            dir: dir.clone(),
+            kind: ImageKind::Dump,
+            size,
+            taken_at: now,
+            usage: stored.usage,
+        });
+        self.tasks.by_id.insert(id, m);
+        let task = TaskRequest { id, job, class, request: stored.usage, submitted: now };
+        self.policy.suspended(now, task, stored.usage);
+        self.view.carry(id, stored.progress, None);
+        self.record(
+            now,
+            "restored",
+            Some(&path),
+            json!({ "state": "checkpointed", "image": dir.display().to_string(), "restarts": stored.restarts }),
+        );
+    }
+
+    /// Removes the image directories no stored task names.
+    fn sweep_stray_images(&mut self, now: Time) {
+        let Some(store) = &self.images else { return };
+        let keep: Vec<&str> =
+            self.durable.restoring.iter().map(|t| t.request.name.as_str()).collect();
+        let strays = store.strays(&keep);
+        for dir in strays {
+            let detail = match std::fs::remove_dir_all(&dir) {
+                Ok(()) => json!({ "images": dir.display().to_string() }),
+                Err(e) => json!({ "images": dir.display().to_string(), "error": e.to_string() }),
+            };
+            self.record(now, "stray-image-removed", None, detail);
+        }
+    }
+
+    fn restore(&mut self, now: Time, mut stored: StoredTask) {
         let name = stored.request.name.clone();
         let Ok(path) = self.view.root().child(&name) else {
             self.unpersist(now, &name, "dropped", "its name is not a valid container name");
@@ -91,6 +158,58 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let started =
             stored.state == StoredState::Running && stored.pid.is_some_and(process_exists);
         let alive = members.is_some_and(|n| n > 0) || started;
+        if stored.state == StoredState::Dumping {
+            let image = stored.image.clone().unwrap_or_default();
+            if criu_working_on(&image) {
+                // The earlier agent's CRIU goes on: its outcome decides.
+                self.durable.restoring.push(stored);
+                return;
+            }
+            if dump_complete(&image) {
+                stored.state = StoredState::Checkpointed;
+                // CRIU killed the tree when the image was complete.
+                if members.is_some() && !alive {
+                    let _ = self.view.cgroups().remove(&path);
+                }
+            } else if alive {
+                // The dump failed and left it running.
+                stored.state = StoredState::Running;
+                self.discard_images(now, &name);
+            } else {
+                stored.state = StoredState::Killed;
+                self.discard_images(now, &name);
+            }
+            self.record(
+                now,
+                "dump-interrupted",
+                Some(&path),
+                json!({ "image": image.display().to_string(), "now": stored.state.as_str() }),
+            );
+        }
+        if stored.state == StoredState::Checkpointed {
+            let image = stored.image.clone().unwrap_or_default();
+            if alive {
+                // Restored by someone, or never dumped: watched as running.
+                self.discard_images(now, &name);
+            } else if dump_complete(&image) {
+                if members.is_some() {
+                    let _ = self.view.cgroups().remove(&path);
+                    self.durable.restoring.push(stored);
+                    return;
+                }
+                self.take_back_checkpointed(now, stored);
+                return;
+            } else {
+                self.record(
+                    now,
+                    "image-lost",
+                    Some(&path),
+                    json!({ "image": image.display().to_string(), "then": "restarted from scratch" }),
+                );
+                self.discard_images(now, &name);
+                stored.state = StoredState::Killed;
+            }
+        }
         match (stored.state, members) {
             _ if alive => {
                 // Running (or killed, but the kill did not finish), or not
@@ -103,7 +222,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 );
                 self.durable.orphans.push((name, path, stored.pid));
             }
-            (StoredState::Running, _) => {
+            (StoredState::Running | StoredState::Dumping | StoredState::Checkpointed, _) => {
                 let _ = self.view.cgroups().remove(&path);
                 let detail = "ended while no agent was running: not run again";
                 self.record(now, "ended-unobserved", Some(&path), json!({ "detail": detail }));
@@ -138,6 +257,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
         }
     }
+}
+
+/// Whether a CRIU process is at work on images directory `dir` (one the
+/// earlier agent started, which outlives it).
+fn criu_working_on(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    let dir = dir.as_os_str().as_bytes();
+    entries.filter_map(Result::ok).any(|e| {
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else { return false };
+        let mut args = cmdline.split(|b| *b == 0);
+        let is_criu = args.next().is_some_and(|a| a.ends_with(b"criu"));
+        is_criu && args.any(|a| a == dir)
+    })
 }
 
 /// Whether a process with this pid exists (a pid reused since is taken for

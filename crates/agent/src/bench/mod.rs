@@ -226,6 +226,7 @@ impl BenchNode {
     ) -> Result<u32, String> {
         let path = self.container(name)?;
         let child = command_in(&*self.cg, &path, program, args)
+            .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -249,6 +250,7 @@ impl BenchNode {
         let mut all = w.prefix.clone();
         all.extend(args.iter().cloned());
         let mut child = command_in(&*self.cg, &path, &w.program, &all)
+            .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,0 +1,373 @@
+//! Checkpoint preemption in the agent (004): a task's tree dumped by CRIU
+//! into the image store and its container removed; restored into a fresh
+//! container when the launcher says it fits again (first come, first
+//! served, 002 §3.1); restarted from scratch, saying why, when the image
+//! cannot be restored. Running best-effort tasks are pre-dumped now and
+//! then, so that their checkpoint writes only what they dirtied since.
+//!
+//! Only tasks of `overbook run` are checkpointed: the agent knows their
+//! command (to restart them if a restore fails) and their tree's root.
+//! Other containers are preempted by the fallback instead, as on a node
+//! where CRIU does not work: freeze and swap out where there is swap (the
+//! work stays), else kill.
+//!
+//! Why a dump runs inside the loop, not beside it: one dump at a time per
+//! node is what 004 prescribes (dumps share the store's bandwidth), so the
+//! node's checkpoint queue is never longer than the dump under way, and
+//! the loop reads nothing a dump could change meanwhile.
+
+use super::{Agent, Tick};
+use crate::checkpoint::ImageKind;
+use crate::store::StoredState;
+use crate::tasks::TaskImage;
+use overbook_core::launch::TaskRequest;
+use overbook_core::{ContainerId, ImageInfo, Preemption, ResumeSite, Time};
+use overbook_linux::{ContainerCgroups, ContainerControl, Outcome, Pid};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// How long the members of a dumped tree may take to be gone.
+const REAP_WITHIN: Duration = Duration::from_secs(5);
+
+impl<C: ContainerCgroups + ContainerControl> Agent<C> {
+    /// Whether container `id` can be checkpointed here, and if not why.
+    pub(super) fn can_checkpoint(&self, id: ContainerId) -> Result<(), String> {
+        let store = self.images.as_ref().ok_or("the preemptor does not checkpoint")?;
+        if !store.usable() {
+            return Err(format!(
+                "CRIU cannot checkpoint here: {}",
+                store.support().why_not().unwrap_or("no criu")
+            ));
+        }
+        let m = self.tasks.by_id.get(&id).ok_or("not a task of `overbook run`")?;
+        m.pid().ok_or("its command is not running")?;
+        Ok(())
+    }
+
+    /// What a checkpoint becomes where it cannot be taken.
+    pub(super) fn checkpoint_fallback(&self) -> Preemption {
+        if self.sample.node.swap_total > 0 {
+            Preemption::FreezeAndSwapOut
+        } else {
+            Preemption::Kill
+        }
+    }
+
+    /// Whether task `id` has a pre-dump an incremental dump can build on.
+    pub(super) fn has_pre_dump(&self, id: ContainerId) -> bool {
+        self.tasks
+            .by_id
+            .get(&id)
+            .and_then(|m| m.image.as_ref())
+            .is_some_and(|i| i.kind == ImageKind::PreDump)
+    }
+
+    /// Dumps task `id` (incremental on its pre-dump when asked and it has
+    /// one), removes its container and queues it to be restored. `Err` if
+    /// it could not be dumped: then it still runs.
+    pub(super) fn checkpoint(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        incremental: bool,
+    ) -> Result<Outcome<serde_json::Value>, String> {
+        self.can_checkpoint(id)?;
+        let (store, m) = match (&self.images, self.tasks.by_id.get(&id)) {
+            (Some(s), Some(m)) => (s, m),
+            _ => return Err("vanished".into()),
+        };
+        let root = m.pid().and_then(Pid::new).ok_or("its command is not running")?;
+        let (name, path, class, job) =
+            (m.request.name.clone(), m.path.clone(), m.request.class, m.job);
+        let pre = m.image.as_ref().filter(|i| i.kind == ImageKind::PreDump).map(|i| i.dir.clone());
+        let prev = pre.filter(|_| incremental);
+        let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
+        let members = match self.view.cgroups().members(&path) {
+            Ok(Outcome::Done(p)) => p.pids,
+            _ => Vec::new(),
+        };
+        let dir = store.dump_dir(&name, prev.as_deref());
+        // Recorded before CRIU starts, so an agent that dies mid-dump is
+        // followed by one that knows where to look.
+        if let Some(m) = self.tasks.by_id.get_mut(&id) {
+            m.image = Some(TaskImage {
+                dir: dir.clone(),
+                kind: ImageKind::Dump,
+                size: 0,
+                taken_at: now,
+                usage,
+            });
+        }
+        self.persist(now, id, StoredState::Dumping, &format!("dumping into {}", dir.display()));
+        let store = self.images.as_ref().ok_or("vanished")?;
+        let mut result = store.dump(root, &dir, prev.as_deref());
+        let mut incremental_failed = None;
+        if let (Err(e), Some(_)) = (&result, &prev) {
+            // A pre-dump CRIU no longer accepts (its tree changed too much):
+            // a full dump still keeps the work.
+            incremental_failed = Some(e.to_string());
+            result = store.dump(root, &dir, None);
+        }
+        let report = match result {
+            Ok(Outcome::Done(r)) => r,
+            Ok(Outcome::Vanished) | Err(_) => {
+                let why = match result {
+                    Err(e) => e.to_string(),
+                    _ => "its tree ended during the dump".into(),
+                };
+                if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                    m.image = None;
+                }
+                self.discard_images(now, &name);
+                self.persist(now, id, StoredState::Running, "dump failed");
+                return Err(why);
+            }
+        };
+        // CRIU killed the tree: its root is reaped here, its other members
+        // (reparented to this agent, a subreaper) too, so that their pids
+        // are free for the restore.
+        let Some(m) = self.tasks.by_id.get_mut(&id) else { return Err("vanished".into()) };
+        if let Some(mut child) = m.child.take() {
+            let _ = child.wait();
+        }
+        m.restored = None;
+        let unreaped = reap_members(&members, root);
+        let ran = m.started_at.take().map_or(Duration::ZERO, |s| now.since(s));
+        m.progress_before += ran;
+        let progress = m.progress_before;
+        m.image = Some(TaskImage {
+            dir: dir.clone(),
+            kind: ImageKind::Dump,
+            size: report.sizes.total,
+            taken_at: now,
+            usage,
+        });
+        let _ = self.view.cgroups().remove(&path);
+        self.persist(
+            now,
+            id,
+            StoredState::Checkpointed,
+            &format!("checkpointed into {}", dir.display()),
+        );
+        let task = TaskRequest { id, job, class, request: usage, submitted: now };
+        self.policy.suspended(now, task, usage);
+        self.view.carry(id, progress, None);
+        Ok(Outcome::Done(json!({
+            "images": dir.display().to_string(),
+            "incremental": report.prev.is_some(),
+            "incremental_failed": incremental_failed,
+            "pages": report.sizes.pages,
+            "bytes": report.sizes.total,
+            "dump_s": report.elapsed.as_secs_f64(),
+            "progress_s": progress.as_secs_f64(),
+            "unreaped": unreaped,
+        })))
+    }
+
+    /// Restores checkpointed task `id` into a fresh container; if that
+    /// fails, starts it again from scratch and says why.
+    pub(super) fn restore_checkpointed(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        site: ResumeSite,
+        tick: &mut Tick,
+    ) {
+        let Some(m) = self.tasks.by_id.get(&id) else { return };
+        let (name, path) = (m.request.name.clone(), m.path.clone());
+        let Some(image) = m.image.clone() else { return };
+        let restored = match &self.images {
+            None => Err("no image store".to_string()),
+            Some(store) => match self.view.cgroups().create(&path, None) {
+                Ok(_) | Err(overbook_linux::CgroupError::Exists { .. }) => store
+                    .restore(&image.dir, &self.view.cgroups().join_files(&path))
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match restored {
+            Ok(r) => {
+                let Some(m) = self.tasks.by_id.get_mut(&id) else { return };
+                m.restored = Some(r.pid.get());
+                m.started_at = Some(now);
+                m.image = None;
+                m.peak = 0;
+                let progress = m.progress_before;
+                self.discard_images(now, &name);
+                self.view.carry(id, progress, None);
+                self.resumes += 1;
+                tick.resumed.push(path.clone());
+                self.persist(now, id, StoredState::Running, &format!("restored, pid {}", r.pid));
+                self.record(
+                    now,
+                    "resumed",
+                    Some(&path),
+                    json!({
+                        "site": site_name(site),
+                        "how": "restore",
+                        "pid": r.pid.get(),
+                        "restore_s": r.elapsed.as_secs_f64(),
+                        "bytes": image.size,
+                        "progress_s": progress.as_secs_f64(),
+                    }),
+                );
+            }
+            Err(why) => {
+                // What CRIU began to restore is killed where it was put;
+                // the task starts again from nothing.
+                if let Ok(Outcome::Done(_)) = self.view.cgroups().kill(&path) {
+                    let _ = self.view.cgroups().remove(&path);
+                }
+                self.discard_images(now, &name);
+                let Some(m) = self.tasks.by_id.get_mut(&id) else { return };
+                m.image = None;
+                m.restarts += 1;
+                let restarts = m.restarts;
+                self.record(
+                    now,
+                    "restore-failed",
+                    Some(&path),
+                    json!({ "error": why, "then": "restarted from scratch", "restarts": restarts }),
+                );
+                if let Err(e) = self.start(now, id) {
+                    self.record(
+                        now,
+                        "start-failed",
+                        Some(&path),
+                        json!({ "error": e.to_string() }),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Pre-dumps one running best-effort task whose last image is older
+    /// than the interval (or that has none, and ran that long), so its
+    /// checkpoint can be incremental. One per tick: a pre-dump takes the
+    /// store's bandwidth and briefly stops the task.
+    pub(super) fn pre_dump_one(&mut self, now: Time) {
+        let Some(every) = self.pre_dump_interval else { return };
+        let due = self.tasks.by_id.iter().find_map(|(id, m)| {
+            let since = m.image.as_ref().map_or(m.started_at?, |i| i.taken_at);
+            let due = m.request.class.is_preemptible()
+                && m.running()
+                && !self.suspended.contains_key(id)
+                && m.started_at.is_some_and(|s| now.since(s) >= every)
+                && now.since(since) >= every;
+            due.then_some(*id)
+        });
+        let Some(id) = due else { return };
+        let (Some(store), Some(m)) = (&self.images, self.tasks.by_id.get(&id)) else { return };
+        let Some(root) = m.pid().and_then(Pid::new) else { return };
+        let (name, path) = (m.request.name.clone(), m.path.clone());
+        let old = m.image.as_ref().map(|i| i.dir.clone());
+        let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
+        let started = Instant::now();
+        // Each pre-dump is whole, not on the last one: the chain a restore
+        // reads stays two long, and an old pre-dump is removed at once.
+        match store.pre_dump(&name, root, old.as_deref()).map(|o| o.done()) {
+            Ok(Some(report)) => {
+                let image = TaskImage {
+                    dir: report.images_dir.clone(),
+                    kind: ImageKind::PreDump,
+                    size: report.sizes.total,
+                    taken_at: now,
+                    usage,
+                };
+                let info = ImageInfo { size: image.size, taken_at: now, shared: store.shared() };
+                let progress = m.progress_before;
+                if let Some(old) = &old {
+                    let _ = std::fs::remove_dir_all(old);
+                }
+                if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                    m.image = Some(image);
+                }
+                self.view.carry(id, progress, Some(info));
+                self.record(
+                    now,
+                    "pre-dumped",
+                    Some(&path),
+                    json!({
+                        "images": report.images_dir.display().to_string(),
+                        "pages": report.sizes.pages,
+                        "bytes": report.sizes.total,
+                        "took_s": started.elapsed().as_secs_f64(),
+                    }),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // Not retried before the interval: a task CRIU cannot
+                // pre-dump is checkpointed in full (or falls back) later.
+                if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                    m.image = None;
+                    m.started_at = Some(now);
+                }
+                self.record(now, "pre-dump-failed", Some(&path), json!({ "error": e.to_string() }));
+            }
+        }
+    }
+
+    /// Removes task `name`'s images (it is restored, restarted or over).
+    pub(super) fn discard_images(&mut self, now: Time, name: &str) {
+        let Some(store) = &self.images else { return };
+        if let Err(e) = store.discard(name) {
+            let dir = store.task_dir(name).display().to_string();
+            self.record(
+                now,
+                "image-not-removed",
+                None,
+                json!({ "images": dir, "error": e.to_string() }),
+            );
+        }
+    }
+}
+
+fn site_name(site: ResumeSite) -> &'static str {
+    match site {
+        ResumeSite::Local => "local",
+        ResumeSite::Remote => "remote",
+        ResumeSite::Restart => "restart",
+    }
+}
+
+/// The exit of a restored tree's root, once it has ended: its status when
+/// this agent (a subreaper) could reap it, else that it is gone.
+pub(super) fn restored_exit(pid: u32) -> Option<String> {
+    let raw = rustix::process::Pid::from_raw(pid as i32)?;
+    match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
+        Ok(Some((_, status))) => Some(match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => format!("exit status: {code}"),
+            (None, Some(sig)) => format!("signal: {sig}"),
+            _ => format!("{status:?}"),
+        }),
+        Ok(None) => None,
+        // Not this agent's child: only its absence can be seen.
+        Err(_) => (!std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .then(|| "exit status unknown (not reparented to the agent)".to_string()),
+    }
+}
+
+/// Reaps the members of a dumped tree other than its root (which its
+/// parent reaps), waiting a little for the kill CRIU sent them; how many
+/// could not be reaped (not this agent's children, or still dying).
+fn reap_members(members: &[Pid], root: Pid) -> usize {
+    let deadline = Instant::now() + REAP_WITHIN;
+    let mut left: Vec<rustix::process::Pid> = members
+        .iter()
+        .filter(|p| **p != root)
+        .filter_map(|p| rustix::process::Pid::from_raw(p.get() as i32))
+        .collect();
+    while !left.is_empty() && Instant::now() < deadline {
+        left.retain(|pid| {
+            !matches!(
+                rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::NOHANG),
+                Ok(Some(_)) | Err(_)
+            )
+        });
+        if !left.is_empty() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    left.len()
+}
