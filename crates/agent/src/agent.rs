@@ -699,7 +699,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.resumes += 1;
                 self.view.set_frozen(id, false);
                 tick.resumed.push(path.clone());
-                self.record(now, "resumed", Some(&path), json!({ "site": "local" }));
+                self.record(now, "resumed", Some(&path), json!({ "site": "local", "how": "thaw" }));
             }
             Ok(Outcome::Vanished) => {
                 self.record(now, "resume-vanished", Some(&path), json!({}));

@@ -357,6 +357,37 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_section_is_read_and_checked() {
+        let c = AgentConfig::parse(
+            "[checkpoint]\nimages_dir = \"/srv/images\"\nshared = true\ntimeout = 30\n\
+             write_mb_s = 200\nread_mb_s = 400\npre_dump_interval = 0\n",
+            "x",
+        )
+        .expect("valid");
+        let k = &c.checkpoint;
+        assert_eq!(k.images_dir, PathBuf::from("/srv/images"));
+        assert!(k.shared);
+        assert_eq!(k.timeout, Duration::from_secs(30));
+        let bw = k.bandwidth.expect("configured");
+        assert_eq!((bw.write, bw.read, bw.net), (200e6, 400e6, 400e6));
+        assert_eq!(k.pre_dump_interval, None);
+        let d = AgentConfig::parse("", "x").expect("valid").checkpoint;
+        assert_eq!(d, CheckpointConfig::default());
+        assert_eq!(d.bandwidth, None, "measured at start by default");
+        for (text, key) in [
+            ("images_dir = \"images\"", "checkpoint.images_dir"),
+            ("timeout = 0", "checkpoint.timeout"),
+            ("write_mb_s = 100", "checkpoint"),
+            ("write_mb_s = -1\nread_mb_s = 1", "checkpoint.write_mb_s"),
+            ("pre_dump_interval = 0.5", "checkpoint.pre_dump_interval"),
+            ("incremental = true", "checkpoint"),
+        ] {
+            let e = err(&format!("[checkpoint]\n{text}\n"));
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn an_empty_file_gives_the_defaults() {
         let c = AgentConfig::parse("", "x").expect("empty is valid");
         assert_eq!(c, AgentConfig::default());

@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod api;
 pub mod bench;
+pub mod chain;
 pub mod checkpoint;
 pub mod classes;
 pub mod config;

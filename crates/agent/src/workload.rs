@@ -27,7 +27,8 @@ const PAGE: usize = 4096;
 
 /// How the workload program is called.
 pub const USAGE: &str = "anon SIZE [SECONDS] [--ramp RATE] [--idle] | \
-file PATH SIZE [SECONDS] [--idle] [--fresh RATE]  (RATE: bytes per second, e.g. 32M)";
+file PATH SIZE [SECONDS] [--idle] [--fresh RATE] | \
+chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION]  (RATE: bytes per second, e.g. 32M)";
 
 /// Where the working set lives.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,6 +38,9 @@ pub enum Memory {
     /// Pages of this file, in the page cache (made `size` bytes long if it
     /// is shorter).
     File(PathBuf),
+    /// A hash chain over anonymous memory with an answer
+    /// ([`crate::chain`]): work a checkpoint must keep.
+    Chain(crate::chain::Chain),
 }
 
 /// What to run.
@@ -69,6 +73,9 @@ impl Workload {
             let split = args.iter().position(|a| a.starts_with("--")).unwrap_or(args.len());
             (args[..split].iter().collect(), args[split..].iter().collect())
         };
+        if positional.first().is_some_and(|k| k.as_str() == "chain") {
+            return parse_chain(&positional[1..], &flags);
+        }
         let (memory, rest) = match positional.split_first() {
             Some((kind, rest)) if kind.as_str() == "anon" => (Memory::Anon, rest),
             Some((kind, rest)) if kind.as_str() == "file" && !rest.is_empty() => {
@@ -99,6 +106,32 @@ impl Workload {
     }
 }
 
+/// `chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION]`.
+fn parse_chain(positional: &[&String], flags: &[&String]) -> Result<Workload, String> {
+    let [size, steps] = positional else {
+        return Err(format!("expected `chain SIZE STEPS`, got {positional:?}"));
+    };
+    let size = parse_size_text(size)?;
+    let steps = steps.parse().map_err(|_| format!("{steps:?} is not a number of steps"))?;
+    let mut chain = crate::chain::Chain { size, steps, dirty: 1.0, pace: Duration::ZERO };
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--pace" => chain.pace = seconds_of(value)?,
+            "--dirty" => {
+                chain.dirty = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|d| *d > 0.0 && *d <= 1.0)
+                    .ok_or_else(|| format!("--dirty {value:?} is not a share in (0, 1]"))?
+            }
+            other => return Err(format!("{other:?} is not an option of chain")),
+        }
+    }
+    Ok(Workload { memory: Memory::Chain(chain), size, ..Workload::anon(0) })
+}
+
 fn seconds_of(s: &str) -> Result<Duration, String> {
     s.parse::<f64>()
         .ok()
@@ -127,6 +160,7 @@ pub fn run(w: &Workload, out: &mut dyn Write) -> io::Result<()> {
     match &w.memory {
         Memory::Anon => anon(w, out),
         Memory::File(path) => file(path, w, out),
+        Memory::Chain(chain) => chain.run(out).map(drop),
     }
 }
 

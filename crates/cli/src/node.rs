@@ -275,22 +275,32 @@ pub fn check(_args: CheckArgs) -> Result<()> {
         yes_no(h.process_mrelease).into(),
         if h.process_mrelease { "" } else { "a victim's memory comes back when it exits" },
     ));
-    let criu = match &h.criu {
-        None => ("not installed".to_string(), false),
-        Some(path) => match std::process::Command::new(path).arg("check").output() {
-            Ok(o) if o.status.success() => (format!("{} (criu check: ok)", path.display()), true),
-            Ok(o) => {
-                let why = String::from_utf8_lossy(&o.stderr);
-                let last = why.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
-                (format!("{} (criu check failed: {})", path.display(), last.trim()), false)
-            }
-            Err(e) => (format!("{} (cannot run: {e})", path.display()), false),
-        },
+    let criu = overbook_linux::criu::Criu::probe();
+    let here = match (&criu.binary, &criu.check) {
+        (None, _) => "not installed".to_string(),
+        (Some(path), Ok(())) => format!(
+            "{} {} (criu check: ok)",
+            path.display(),
+            criu.version.as_deref().unwrap_or("")
+        ),
+        (Some(path), Err(why)) => format!("{} (criu check failed: {why})", path.display()),
     };
     rows.push((
         "CRIU",
-        criu.0,
-        if criu.1 { "" } else { "checkpoint preemptors fall back to freeze or kill" },
+        here,
+        if criu.usable() {
+            ""
+        } else {
+            "checkpoints become freeze-and-swap-out where there is swap, else kill"
+        },
+    ));
+    rows.push((
+        "soft-dirty pages",
+        match &criu.mem_dirty_track {
+            Ok(()) => "yes".to_string(),
+            Err(why) => format!("no ({why})"),
+        },
+        if criu.incremental() { "" } else { "every checkpoint dumps all of a task's memory" },
     ));
     println!("{:<18} {:<50} WITHOUT IT", "FEATURE", "HERE");
     for (name, here, without) in rows {

@@ -1,0 +1,214 @@
+//! Checkpoint preemption by the agent, for real: CRIU dumps a task with
+//! in-memory progress (a hash chain whose answer depends on all of its
+//! memory and all of its steps), the agent restores it into a fresh
+//! container, and it finishes with the answer of an uninterrupted run.
+//!
+//! CRIU works in the VM (`scripts/vm`), not on this project's host kernel
+//! (see TESTBED.md), so these tests are ignored by a plain `cargo test` and
+//! run with `--include-ignored` in the VM, where a CRIU that does not work
+//! FAILS them. Everything made is removed by the node guard's `Drop`.
+
+mod common;
+
+use common::*;
+use overbook_agent::chain::Chain;
+use overbook_agent::store::{StoredState, TaskStore};
+use overbook_agent::tasks::{PreemptRequest, RunRequest};
+use overbook_agent::{Agent, AgentConfig, EventLog};
+use overbook_core::{Class, Time};
+use overbook_linux::{host_cgroups, HostSupport, NodeCgroups, Outcome};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const STEPS: u32 = 40;
+const PACE: &str = "0.1";
+
+fn chain(dirty: f64) -> Chain {
+    Chain { size: 32 * MIB, steps: STEPS, dirty, pace: Duration::ZERO }
+}
+
+/// A node with the checkpoint preemptor, its images and state in the
+/// node's scratch directory; `None` where the host cannot run the node.
+fn setup(test: &str, pre_dump_interval: &str) -> Option<(Node, AgentConfig)> {
+    let support = overbook_linux::criu::Criu::probe();
+    assert!(
+        support.usable(),
+        "CRIU must work where these tests run (the VM): {:?}",
+        support.why_not()
+    );
+    let node = Node::new(test, 512 * MIB)?;
+    let extra = format!(
+        "[policy.preemptor]\nkind = \"checkpoint\"\n\
+         [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = {pre_dump_interval}\ntimeout = 60\n",
+        node.dir.path().join("images").display()
+    );
+    let mut config = node.config(&extra);
+    config.state_db = Some(node.dir.path().join("state.db"));
+    Some((node, config))
+}
+
+fn agent(config: &AgentConfig) -> Agent<Box<dyn NodeCgroups>> {
+    let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
+    Agent::new(config, cg, EventLog::in_memory(1000)).expect("agent starts")
+}
+
+fn request(name: &str, dirty: f64) -> RunRequest {
+    let dirty = dirty.to_string();
+    let args = [WORKLOAD, "chain", "32M", &STEPS.to_string(), "--pace", PACE, "--dirty", &dirty];
+    RunRequest {
+        name: name.into(),
+        class: Class::BestEffort,
+        mem_peak: Some(64 * MIB),
+        job: None,
+        weight: None,
+        command: args.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+    }
+}
+
+fn log_of(node: &Node, name: &str) -> PathBuf {
+    node.dir.path().join("tasks").join(format!("{name}.log"))
+}
+
+/// The steps the task's log reports, in order.
+fn progress(log: &Path) -> Vec<u32> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("progress ")?.parse().ok())
+        .collect()
+}
+
+fn answer(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("answer ")).map(str::to_string)
+}
+
+fn now(start: Instant) -> Time {
+    Time::from_micros(start.elapsed().as_micros() as u64)
+}
+
+fn finished(a: &Agent<Box<dyn NodeCgroups>>, name: &str) -> bool {
+    kinds(a, "finished")
+        .iter()
+        .any(|e| e["container"].as_str().is_some_and(|c| c.ends_with(&format!("/{name}"))))
+}
+
+fn preempt(a: &mut Agent<Box<dyn NodeCgroups>>, start: Instant, name: &str) -> serde_json::Value {
+    let order = PreemptRequest { name: name.into(), how: "checkpoint".into() };
+    let reply = a.preempt_by_name(now(start), &order).expect("preempts");
+    assert_eq!(reply["preempted"], true, "{reply}");
+    let event = kinds(a, "preempted").pop().expect("a preempted event");
+    assert_eq!(event["detail"]["how"], "checkpoint", "no fallback: {event}");
+    assert!(event["detail"].get("fallback").is_none(), "{event}");
+    event["detail"]["report"].clone()
+}
+
+fn expected(dirty: f64) -> String {
+    format!("{:#018x}", chain(dirty).answer().expect("computes"))
+}
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn a_checkpointed_task_is_restored_by_a_new_agent_and_finishes_with_the_same_answer() {
+    let Some((node, config)) = setup("ckpt-restore", "0") else { return };
+    let start = Instant::now();
+    let log = log_of(&node, "be-chain");
+    let image = {
+        let mut first = agent(&config);
+        first.tick(now(start)).expect("tick");
+        first.submit(now(start), request("be-chain", 1.0)).expect("starts");
+        run_for(&mut first, start, Duration::from_secs(60), |_| progress(&log).len() >= 5);
+        assert!(progress(&log).len() >= 5, "the chain made progress: {:?}", progress(&log));
+        let report = preempt(&mut first, start, "be-chain");
+        assert!(report["pages"].as_u64().expect("pages") >= 30 * MIB, "{report}");
+        let path = node.root.child("be-chain").expect("valid");
+        assert!(
+            matches!(node.cg.counters(&path), Ok(Outcome::Vanished)),
+            "the container is removed once dumped"
+        );
+        let store = TaskStore::open(config.state_db.as_deref().expect("db")).expect("opens");
+        let tasks = store.tasks().expect("read");
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].state, StoredState::Checkpointed);
+        let image = tasks[0].image.clone().expect("an image");
+        assert!(image.join("inventory.img").exists(), "{}", image.display());
+        image
+        // The first agent goes without a word, its task on disk only.
+    };
+    let at_dump = progress(&log).len();
+    let mut second = agent(&config);
+    run_for(&mut second, start, Duration::from_secs(120), |a| finished(a, "be-chain"));
+    assert!(finished(&second, "be-chain"), "{:?}", second.events().recent().collect::<Vec<_>>());
+    let resumed = kinds(&second, "resumed");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["detail"]["how"], "restore");
+    let steps = progress(&log);
+    assert_eq!(steps, (1..=STEPS).collect::<Vec<_>>(), "every step once: no restart");
+    assert!(at_dump < STEPS as usize, "dumped mid-way ({at_dump} of {STEPS})");
+    assert_eq!(answer(&log), Some(expected(1.0)), "the answer of an uninterrupted run");
+    assert!(!image.exists(), "the image is removed once restored");
+    let store = TaskStore::open(config.state_db.as_deref().expect("db")).expect("opens");
+    assert!(store.tasks().expect("read").is_empty());
+}
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn a_task_whose_image_is_broken_starts_again_from_scratch_and_says_why() {
+    let Some((node, config)) = setup("ckpt-broken", "0") else { return };
+    let start = Instant::now();
+    let log = log_of(&node, "be-broken");
+    let mut a = agent(&config);
+    a.tick(now(start)).expect("tick");
+    a.submit(now(start), request("be-broken", 1.0)).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(60), |_| progress(&log).len() >= 3);
+    let report = preempt(&mut a, start, "be-broken");
+    let images = PathBuf::from(report["images"].as_str().expect("images"));
+    // Its process's core image gone: CRIU cannot restore it.
+    let mut broken = 0;
+    for e in std::fs::read_dir(&images).expect("images") {
+        let p = e.expect("entry").path();
+        if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core-")) {
+            std::fs::remove_file(&p).expect("remove");
+            broken += 1;
+        }
+    }
+    assert!(broken > 0, "a core image to break in {}", images.display());
+    run_for(&mut a, start, Duration::from_secs(120), |a| finished(a, "be-broken"));
+    let failed = kinds(&a, "restore-failed");
+    assert_eq!(failed.len(), 1, "{:?}", a.events().recent().collect::<Vec<_>>());
+    let why = failed[0]["detail"]["error"].as_str().expect("why").to_string();
+    assert!(why.contains("restore"), "CRIU's reason is given: {why}");
+    assert!(finished(&a, "be-broken"));
+    let steps = progress(&log);
+    assert_eq!(steps.iter().filter(|s| **s == 1).count(), 2, "started again: {steps:?}");
+    assert_eq!(answer(&log), Some(expected(1.0)));
+    assert!(!images.exists(), "the broken image is removed");
+}
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn a_pre_dumped_task_is_checkpointed_incrementally_and_restored() {
+    let Some((node, config)) = setup("ckpt-incr", "1") else { return };
+    let start = Instant::now();
+    let log = log_of(&node, "be-incr");
+    let mut a = agent(&config);
+    a.tick(now(start)).expect("tick");
+    a.submit(now(start), request("be-incr", 0.1)).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(60), |a| !kinds(a, "pre-dumped").is_empty());
+    let pre = kinds(&a, "pre-dumped");
+    assert!(!pre.is_empty(), "{:?}", a.events().recent().collect::<Vec<_>>());
+    let pre_pages = pre[0]["detail"]["pages"].as_u64().expect("pages");
+    // A step or two after the pre-dump: about a tenth of the pages dirtied.
+    let seen = progress(&log).len();
+    run_for(&mut a, start, Duration::from_secs(30), |_| progress(&log).len() > seen);
+    let report = preempt(&mut a, start, "be-incr");
+    assert_eq!(report["incremental"], true, "{report}");
+    let pages = report["pages"].as_u64().expect("pages");
+    assert!(pages * 3 < pre_pages, "incremental {pages} vs pre-dump {pre_pages}: {report}");
+    run_for(&mut a, start, Duration::from_secs(120), |a| finished(a, "be-incr"));
+    assert!(finished(&a, "be-incr"), "{:?}", a.events().recent().collect::<Vec<_>>());
+    assert_eq!(progress(&log), (1..=STEPS).collect::<Vec<_>>(), "every step once");
+    assert_eq!(answer(&log), Some(expected(0.1)));
+    assert!(!node.dir.path().join("images/be-incr").exists(), "the chain is removed");
+}
