@@ -150,7 +150,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         // CRIU is probed (and the store measured) only when the preemptor
         // may checkpoint: other agents start at once and need no criu.
-        let images = wants_images.then(|| ImageStore::open(&config.checkpoint));
+        let images = wants_images.then(|| {
+            let mut store = ImageStore::open(&config.checkpoint);
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            store.set_node(format!("{}:{}", host.trim(), config.root));
+            store
+        });
         let facilities = match &images {
             Some(store) if store.usable() => NodeFacilities {
                 store: store.bandwidth(),

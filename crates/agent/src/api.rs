@@ -9,7 +9,9 @@
 //!   container, admitted by the launcher; answers a [`RunReply`];
 //! * `POST /v1/preempt` with a [`PreemptRequest`] as JSON: an operator's
 //!   preemption of one best-effort container (never a protected one);
-//!   answers what was done, as the events it made.
+//!   answers what was done, as the events it made;
+//! * `POST /v1/adopt` with `{"name": ...}`: restore here a task another
+//!   node checkpointed into the shared image store.
 //!
 //! Why a unix socket: the API can stop and start containers' work, so only
 //! who may open the socket file may use it, and nothing listens on the
@@ -45,6 +47,14 @@ pub struct Shared {
 pub enum Order {
     Run(RunRequest),
     Preempt(PreemptRequest),
+    Adopt(AdoptRequest),
+}
+
+/// `overbook adopt`: which task of the shared image store to restore here.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdoptRequest {
+    pub name: String,
 }
 
 /// An order waiting for the agent's loop, and where its answer (JSON, or
@@ -53,6 +63,9 @@ pub type Submission = (Order, mpsc::Sender<Result<String, String>>);
 
 /// How long a client waits for the loop to take its run request.
 const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client waits for a preemption: a checkpoint's dump runs in
+/// the loop and takes as long as CRIU needs (bounded by its timeout).
+const PREEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The largest request body accepted.
 const MAX_BODY: u64 = 64 << 10;
 
@@ -84,9 +97,13 @@ impl Shared {
     }
 
     fn submit(&self, order: Order) -> (u16, String) {
+        let wait = match order {
+            Order::Run(_) | Order::Adopt(_) => SUBMIT_TIMEOUT,
+            Order::Preempt(_) => PREEMPT_TIMEOUT,
+        };
         let (tx, rx) = mpsc::channel();
         self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push((order, tx));
-        match rx.recv_timeout(SUBMIT_TIMEOUT) {
+        match rx.recv_timeout(wait) {
             Ok(Ok(reply)) => (200, reply),
             Ok(Err(problem)) => (409, format!("{problem}\n")),
             Err(_) => (503, "the agent's loop did not take the request\n".into()),
@@ -200,6 +217,13 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
             Ok(body) => match serde_json::from_str::<PreemptRequest>(&body) {
                 Err(e) => (400, "text/plain", format!("bad preempt request: {e}\n")),
                 Ok(order) => answered(shared.submit(Order::Preempt(order))),
+            },
+        },
+        (tiny_http::Method::Post, "/v1/adopt") => match read_body(&mut request) {
+            Err(answer) => answer,
+            Ok(body) => match serde_json::from_str::<AdoptRequest>(&body) {
+                Err(e) => (400, "text/plain", format!("bad adopt request: {e}\n")),
+                Ok(order) => answered(shared.submit(Order::Adopt(order))),
             },
         },
         (_, p) => (404, "text/plain", format!("no such endpoint: {p}\n")),

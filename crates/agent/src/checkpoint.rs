@@ -8,7 +8,12 @@
 //! the newest dump and, through CRIU's `parent` link, its pre-dump. The
 //! task's directory goes as soon as it is restored, restarted or over, so
 //! nothing is left behind; at start the agent removes every task directory
-//! no stored task names.
+//! of its own no stored task names.
+//!
+//! On a shared store, another node's agent may restore a checkpointed task
+//! (`overbook adopt`): each task directory holds `task.json` (what the task
+//! is, and which node dumped it), and `claim`, made with `O_EXCL` by the
+//! one node that restores it, so two nodes never both run it.
 
 use overbook_core::preempt::StoreBandwidth;
 use overbook_linux::criu::{Criu, CriuError, CriuSupport, DumpReport, Restored, TreeOptions};
@@ -62,6 +67,32 @@ pub struct ImageStore {
     shared: bool,
     bandwidth: StoreBandwidth,
     measured: bool,
+    /// This node, as written in manifests and claims.
+    node: String,
+}
+
+/// What a task directory says of its task, for whoever restores it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub request: crate::tasks::RunRequest,
+    pub restarts: u32,
+    /// Seconds of work it had done.
+    pub progress_s: f64,
+    /// Its memory when dumped.
+    pub usage: u64,
+    /// The images directory to restore from.
+    pub dump: PathBuf,
+    /// The node that dumped it.
+    pub node: String,
+}
+
+/// Who restores a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This node: it may restore it.
+    Ours,
+    /// Another node got there first.
+    Theirs(String),
 }
 
 /// Which kind of image a chain member is.
@@ -112,6 +143,52 @@ impl ImageStore {
             shared: cfg.shared,
             bandwidth,
             measured,
+            node: String::new(),
+        }
+    }
+
+    /// Names this node (`HOST:ROOT`) in manifests and claims.
+    pub fn set_node(&mut self, node: String) {
+        self.node = node;
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Writes task `name`'s manifest (atomically: written aside, renamed).
+    pub fn write_manifest(&self, name: &str, m: &Manifest) -> io::Result<()> {
+        let dir = self.task_dir(name);
+        fs::create_dir_all(&dir)?;
+        let text = serde_json::to_string_pretty(m).map_err(io::Error::other)?;
+        let tmp = dir.join(".task.json.tmp");
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, dir.join("task.json"))
+    }
+
+    /// Task `name`'s manifest.
+    pub fn read_manifest(&self, name: &str) -> io::Result<Manifest> {
+        let path = self.task_dir(name).join("task.json");
+        let text = fs::read_to_string(&path)?;
+        serde_json::from_str(&text).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+        })
+    }
+
+    /// Claims task `name` for this node, unless another node has.
+    pub fn claim(&self, name: &str) -> io::Result<Claim> {
+        let path = self.task_dir(name).join("claim");
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(mut f) => {
+                f.write_all(self.node.as_bytes())?;
+                f.sync_all()?;
+                Ok(Claim::Ours)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let by = fs::read_to_string(&path)?;
+                Ok(if by == self.node { Claim::Ours } else { Claim::Theirs(by) })
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -222,13 +299,21 @@ impl ImageStore {
     }
 
     /// Task directories in the store that `keep` does not name: images an
-    /// agent that died left behind.
+    /// agent that died left behind. On a shared store, only this node's
+    /// (by their manifests): the others' belong to other agents.
     pub fn strays(&self, keep: &[&str]) -> Vec<PathBuf> {
         let Ok(entries) = fs::read_dir(&self.dir) else { return Vec::new() };
         entries
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter(|e| !e.file_name().to_str().is_some_and(|n| keep.contains(&n)))
+            .filter(|e| {
+                !self.shared
+                    || e.file_name()
+                        .to_str()
+                        .and_then(|n| self.read_manifest(n).ok())
+                        .is_some_and(|m| m.node == self.node)
+            })
             .map(|e| e.path())
             .collect()
     }
@@ -316,6 +401,40 @@ mod tests {
         store.discard("b").expect("discard");
         store.discard("b").expect("discarding nothing is fine");
         assert!(store.strays(&["a", "c"]).is_empty());
+    }
+
+    #[test]
+    fn one_node_claims_a_task_and_shared_strays_are_only_ours() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cfg = CheckpointConfig {
+            images_dir: dir.path().to_path_buf(),
+            shared: true,
+            bandwidth: Some(StoreBandwidth { write: 1.0, read: 1.0, net: 1.0 }),
+            ..CheckpointConfig::default()
+        };
+        let (mut a, mut b) = (ImageStore::open(&cfg), ImageStore::open(&cfg));
+        a.set_node("host:a".into());
+        b.set_node("host:b".into());
+        let manifest = |node: &str| Manifest {
+            request: serde_json::from_str(r#"{"name":"t","class":"best-effort","command":["x"]}"#)
+                .expect("request"),
+            restarts: 1,
+            progress_s: 2.5,
+            usage: 1 << 20,
+            dump: dir.path().join("t/1-dump"),
+            node: node.into(),
+        };
+        a.write_manifest("t", &manifest("host:a")).expect("write");
+        assert_eq!(b.read_manifest("t").expect("read"), manifest("host:a"));
+        assert_eq!(b.claim("t").expect("claim"), Claim::Ours);
+        assert_eq!(a.claim("t").expect("claim"), Claim::Theirs("host:b".into()));
+        assert_eq!(b.claim("t").expect("claim again"), Claim::Ours);
+        fs::create_dir_all(dir.path().join("u")).expect("mkdir");
+        assert_eq!(b.strays(&[]), Vec::<PathBuf>::new(), "t is a's, u no one's");
+        assert_eq!(a.strays(&[]), vec![dir.path().join("t")]);
+        fs::write(dir.path().join("t/task.json"), "{").expect("break it");
+        let err = a.read_manifest("t").unwrap_err().to_string();
+        assert!(err.contains("task.json"), "{err}");
     }
 
     #[test]

@@ -125,6 +125,7 @@ pub fn run(
                     agent.submit(now(), run).map(|r| serde_json::to_string(&r).unwrap_or_default())
                 }
                 Order::Preempt(p) => agent.preempt_by_name(now(), &p).map(|v| v.to_string()),
+                Order::Adopt(a) => agent.adopt(now(), &a.name).map(|v| v.to_string()),
             };
             let _ = reply.send(answer.map_err(|e| e.to_string()));
         }

@@ -212,3 +212,55 @@ fn a_pre_dumped_task_is_checkpointed_incrementally_and_restored() {
     assert_eq!(answer(&log), Some(expected(0.1)));
     assert!(!node.dir.path().join("images/be-incr").exists(), "the chain is removed");
 }
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn a_task_checkpointed_on_one_node_is_restored_on_another_from_the_shared_store() {
+    let Some((mut node, mut config_a)) = setup("ckpt-move", "0") else { return };
+    config_a.checkpoint.shared = true;
+    // The second node: a cgroup of its own, the same shared image store.
+    let root_b = overbook_linux::ContainerPath::new(&format!("{}-b", node.root.as_str()))
+        .expect("valid path");
+    let made = node.cg.create(&root_b, Some(overbook_linux::Limit::Bytes(512 * MIB)));
+    assert_eq!(made.expect("second node"), Outcome::Done(()));
+    node.containers.push(root_b.clone());
+    node.containers.push(root_b.child("be-move").expect("valid"));
+    let mut config_b = config_a.clone();
+    config_b.root = root_b.as_str().to_string();
+    config_b.state_db = Some(node.dir.path().join("state-b.db"));
+
+    let start = Instant::now();
+    let log = log_of(&node, "be-move");
+    let mut a = agent(&config_a);
+    let mut b = agent(&config_b);
+    a.tick(now(start)).expect("tick");
+    b.tick(now(start)).expect("tick");
+    a.submit(now(start), request("be-move", 1.0)).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(60), |_| progress(&log).len() >= 5);
+    preempt(&mut a, start, "be-move");
+    // B adopts it before A looks again.
+    let adopted = b.adopt(now(start), "be-move").expect("adopts");
+    assert_eq!(adopted["adopted"], "be-move", "{adopted}");
+    assert!(b.adopt(now(start), "be-move").is_err(), "a second adopt is refused");
+    a.tick(now(start)).expect("tick");
+    let moved = kinds(&a, "moved-away");
+    assert_eq!(moved.len(), 1, "{:?}", a.events().recent().collect::<Vec<_>>());
+    assert!(kinds(&a, "resumed").is_empty(), "A did not restore it too");
+    run_for(&mut b, start, Duration::from_secs(120), |b| finished(b, "be-move"));
+    assert!(finished(&b, "be-move"), "{:?}", b.events().recent().collect::<Vec<_>>());
+    let resumed = kinds(&b, "resumed");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert!(
+        resumed[0]["container"]
+            .as_str()
+            .is_some_and(|c| c.starts_with(&format!("/{}", root_b.as_str()))),
+        "restored on the second node: {resumed:?}"
+    );
+    assert_eq!(progress(&log), (1..=STEPS).collect::<Vec<_>>(), "every step once");
+    assert_eq!(answer(&log), Some(expected(1.0)));
+    assert!(!node.dir.path().join("images/be-move").exists(), "its images are removed");
+    for db in [config_a.state_db.as_deref(), config_b.state_db.as_deref()] {
+        let store = TaskStore::open(db.expect("db")).expect("opens");
+        assert!(store.tasks().expect("read").is_empty());
+    }
+}

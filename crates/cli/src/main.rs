@@ -35,6 +35,9 @@ enum Command {
     /// Preempt one best-effort task now, as the policy would (kill,
     /// freeze, freeze-and-swap-out or checkpoint); it resumes when it fits.
     Preempt(node::PreemptArgs),
+    /// Restore here a task another node checkpointed into the shared image
+    /// store (`[checkpoint] shared = true` on both); it runs here from then on.
+    Adopt(node::AdoptArgs),
     /// Show what the running agent sees: every container's class, memory,
     /// fault and refault rates, pressure and state.
     Status(node::StatusArgs),
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => node::agent(args),
         Command::Run(args) => node::run(args),
         Command::Preempt(args) => node::preempt(args),
+        Command::Adopt(args) => node::adopt(args),
         Command::Status(args) => node::status(args),
         Command::Events(args) => node::events(args),
         Command::Check(args) => node::check(args),

@@ -93,6 +93,15 @@ pub struct PreemptArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The task's name (its directory in the shared image store).
+    name: String,
+    /// The agent's API socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Seconds each phase is measured (the agent's phase runs twice as long).
     #[arg(long, default_value_t = 8)]
@@ -278,11 +287,9 @@ pub fn check(_args: CheckArgs) -> Result<()> {
     let criu = overbook_linux::criu::Criu::probe();
     let here = match (&criu.binary, &criu.check) {
         (None, _) => "not installed".to_string(),
-        (Some(path), Ok(())) => format!(
-            "{} {} (criu check: ok)",
-            path.display(),
-            criu.version.as_deref().unwrap_or("")
-        ),
+        (Some(path), Ok(())) => {
+            format!("{} {} (criu check: ok)", path.display(), criu.version.as_deref().unwrap_or(""))
+        }
         (Some(path), Err(why)) => format!("{} (criu check failed: {why})", path.display()),
     };
     rows.push((
@@ -372,6 +379,20 @@ pub fn workload(args: WorkloadArgs) -> Result<()> {
     let w = Workload::parse(&args.args)
         .map_err(|e| anyhow::anyhow!("{e}\nusage: overbook workload {USAGE}"))?;
     run(&w, &mut std::io::stdout().lock())?;
+    Ok(())
+}
+
+pub fn adopt(args: AdoptArgs) -> Result<()> {
+    let order = overbook_agent::api::AdoptRequest { name: args.name };
+    let reply = api::post(&args.socket, "/v1/adopt", &serde_json::to_string(&order)?)?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&reply).context("the agent's answer is not valid JSON")?;
+    println!(
+        "adopted {} from {} ({}): restored here when it fits",
+        reply["adopted"].as_str().unwrap_or("?"),
+        reply["from"].as_str().unwrap_or("?"),
+        reply["image"].as_str().unwrap_or("?")
+    );
     Ok(())
 }
 

@@ -17,13 +17,14 @@
 //! the loop reads nothing a dump could change meanwhile.
 
 use super::{Agent, Tick};
-use crate::checkpoint::ImageKind;
+use crate::checkpoint::{Claim, ImageKind, Manifest};
 use crate::store::StoredState;
-use crate::tasks::TaskImage;
+use crate::tasks::{check_name, Managed, RunError, RunRequest, TaskImage};
 use overbook_core::launch::TaskRequest;
 use overbook_core::{ContainerId, ImageInfo, Preemption, ResumeSite, Time};
 use overbook_linux::{ContainerCgroups, ContainerControl, Outcome, Pid};
 use serde_json::json;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How long the members of a dumped tree may take to be gone.
@@ -87,6 +88,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             _ => Vec::new(),
         };
         let dir = store.dump_dir(&name, prev.as_deref());
+        let manifest = Manifest {
+            request: m.request.clone(),
+            restarts: m.restarts,
+            progress_s: (m.progress_before + m.started_at.map_or(Duration::ZERO, |s| now.since(s)))
+                .as_secs_f64(),
+            usage,
+            dump: dir.clone(),
+            node: store.node().to_string(),
+        };
+        // The manifest says whose it is (for a shared store's sweeps) and
+        // what it is (for another node's `adopt`).
+        store.write_manifest(&name, &manifest).map_err(|e| format!("task.json: {e}"))?;
         // Recorded before CRIU starts, so an agent that dies mid-dump is
         // followed by one that knows where to look.
         if let Some(m) = self.tasks.by_id.get_mut(&id) {
@@ -176,6 +189,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let Some(m) = self.tasks.by_id.get(&id) else { return };
         let (name, path) = (m.request.name.clone(), m.path.clone());
         let Some(image) = m.image.clone() else { return };
+        if let Some(Ok(Claim::Theirs(by))) = self.images.as_ref().map(|s| s.claim(&name)) {
+            // Adopted by another node from the shared store: it runs there.
+            self.tasks.by_id.remove(&id);
+            self.policy.departed(id);
+            self.view.unreserve(&path);
+            self.view.uncarry(id);
+            self.record(now, "moved-away", Some(&path), json!({ "to": by }));
+            self.unpersist(now, &name, "moved", &format!("restored by {by}"));
+            return;
+        }
         let restored = match &self.images {
             None => Err("no image store".to_string()),
             Some(store) => match self.view.cgroups().create(&path, None) {
@@ -239,6 +262,88 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 }
             }
         }
+    }
+
+    /// A checkpointed task waits here to be restored: taken back from the
+    /// store by a restarted agent, or adopted from another node's dump.
+    pub(super) fn queue_restore(
+        &mut self,
+        now: Time,
+        request: RunRequest,
+        restarts: u32,
+        dir: PathBuf,
+        progress: Duration,
+        usage: u64,
+    ) -> ContainerId {
+        let name = request.name.clone();
+        let path = match self.view.root().child(&name) {
+            Ok(p) => p,
+            Err(_) => return ContainerId(0),
+        };
+        let job = self.tasks.job_id(request.job.as_deref().unwrap_or(&name));
+        let class = request.class;
+        let id = self.view.reserve(&path, class, request.weight);
+        let size = overbook_linux::criu::image_sizes(&dir).map_or(0, |s| s.total);
+        let mut m = Managed::new(request, job, path.clone(), restarts);
+        m.progress_before = progress;
+        m.image =
+            Some(TaskImage { dir: dir.clone(), kind: ImageKind::Dump, size, taken_at: now, usage });
+        self.tasks.by_id.insert(id, m);
+        let task = TaskRequest { id, job, class, request: usage, submitted: now };
+        self.policy.suspended(now, task, usage);
+        self.view.carry(id, progress, None);
+        self.persist(
+            now,
+            id,
+            StoredState::Checkpointed,
+            &format!("to restore from {}", dir.display()),
+        );
+        self.record(
+            now,
+            "restored",
+            Some(&path),
+            json!({ "state": "checkpointed", "image": dir.display().to_string(), "restarts": restarts }),
+        );
+        id
+    }
+
+    /// `overbook adopt`: a task another node checkpointed into the shared
+    /// store is claimed and restored here when it fits (004 Algorithm 2's
+    /// remote resume, at the word of whoever knows both nodes' queues).
+    pub fn adopt(&mut self, now: Time, name: &str) -> Result<serde_json::Value, RunError> {
+        check_name(name)?;
+        let fail = |problem: String| RunError::Start { name: name.to_string(), problem };
+        let store =
+            self.images.as_ref().ok_or_else(|| fail("this agent does not checkpoint".into()))?;
+        if !store.usable() {
+            return Err(fail(format!(
+                "CRIU cannot restore here: {}",
+                store.support().why_not().unwrap_or("?")
+            )));
+        }
+        let path = self.view.root().child(name).map_err(|e| fail(e.to_string()))?;
+        if self.view.knows(&path) || self.tasks.by_id.values().any(|m| m.path == path) {
+            return Err(RunError::Exists(name.to_string()));
+        }
+        let manifest = store.read_manifest(name).map_err(|e| fail(format!("its manifest: {e}")))?;
+        if !crate::checkpoint::dump_complete(&manifest.dump) {
+            return Err(fail(format!("{} is not a complete dump", manifest.dump.display())));
+        }
+        match store.claim(name).map_err(|e| fail(format!("claim: {e}")))? {
+            Claim::Ours => {}
+            Claim::Theirs(by) => return Err(fail(format!("already claimed by {by}"))),
+        }
+        let from = manifest.node.clone();
+        let progress = Duration::try_from_secs_f64(manifest.progress_s).unwrap_or_default();
+        self.queue_restore(
+            now,
+            manifest.request,
+            manifest.restarts,
+            manifest.dump.clone(),
+            progress,
+            manifest.usage,
+        );
+        Ok(json!({ "adopted": name, "from": from, "image": manifest.dump.display().to_string() }))
     }
 
     /// Pre-dumps one running best-effort task whose last image is older

@@ -23,8 +23,6 @@
 use super::Agent;
 use crate::checkpoint::{dump_complete, ImageKind};
 use crate::store::{StoredState, StoredTask, TaskStore};
-use crate::tasks::{Managed, TaskImage};
-use overbook_core::launch::TaskRequest;
 use overbook_core::{ContainerId, Time};
 use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath};
 use serde_json::json;
@@ -103,31 +101,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     /// A task an earlier agent checkpointed waits to be restored here.
     fn take_back_checkpointed(&mut self, now: Time, stored: StoredTask) {
-        let name = stored.request.name.clone();
-        let Ok(path) = self.view.root().child(&name) else { return };
         let Some(dir) = stored.image.clone() else { return };
-        let job = self.tasks.job_id(stored.request.job.as_deref().unwrap_or(&name));
-        let class = stored.request.class;
-        let id = self.view.reserve(&path, class, stored.request.weight);
-        let size = overbook_linux::criu::image_sizes(&dir).map_or(0, |s| s.total);
-        let mut m = Managed::new(stored.request, job, path.clone(), stored.restarts);
-        m.progress_before = stored.progress;
-        m.image = Some(TaskImage {
-            dir: dir.clone(),
-            kind: ImageKind::Dump,
-            size,
-            taken_at: now,
-            usage: stored.usage,
-        });
-        self.tasks.by_id.insert(id, m);
-        let task = TaskRequest { id, job, class, request: stored.usage, submitted: now };
-        self.policy.suspended(now, task, stored.usage);
-        self.view.carry(id, stored.progress, None);
-        self.record(
+        self.queue_restore(
             now,
-            "restored",
-            Some(&path),
-            json!({ "state": "checkpointed", "image": dir.display().to_string(), "restarts": stored.restarts }),
+            stored.request,
+            stored.restarts,
+            dir,
+            stored.progress,
+            stored.usage,
         );
     }
 
