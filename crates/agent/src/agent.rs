@@ -127,6 +127,8 @@ pub struct Agent<C> {
     images: Option<ImageStore>,
     /// Pre-dump running best-effort tasks this often (incremental dumps).
     pre_dump_interval: Option<Duration>,
+    /// Tasks whose pre-dump failed, and when to try again.
+    pre_dump_backoff: BTreeMap<ContainerId, Time>,
 }
 
 impl<C> Agent<C> {
@@ -210,6 +212,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             durable,
             images,
             pre_dump_interval,
+            pre_dump_backoff: BTreeMap::new(),
         })
     }
 

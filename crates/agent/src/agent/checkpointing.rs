@@ -140,11 +140,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // (reparented to this agent, a subreaper) too, so that their pids
         // are free for the restore.
         let Some(m) = self.tasks.by_id.get_mut(&id) else { return Err("vanished".into()) };
-        if let Some(mut child) = m.child.take() {
-            let _ = child.wait();
-        }
+        // A started root is std's child, reaped by it; a restored one is
+        // reaped by pid with the other members.
+        let parent_reaps = match m.child.take() {
+            Some(mut child) => {
+                let _ = child.wait();
+                Some(root)
+            }
+            None => None,
+        };
         m.restored = None;
-        let unreaped = reap_members(&members, root);
+        let unreaped = reap_members(&members, parent_reaps);
         let ran = m.started_at.take().map_or(Duration::ZERO, |s| now.since(s));
         m.progress_before += ran;
         let progress = m.progress_before;
@@ -356,6 +362,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let since = m.image.as_ref().map_or(m.started_at?, |i| i.taken_at);
             let due = m.request.class.is_preemptible()
                 && m.running()
+                && self.pre_dump_backoff.get(id).is_none_or(|t| now >= *t)
                 && !self.suspended.contains_key(id)
                 && m.started_at.is_some_and(|s| now.since(s) >= every)
                 && now.since(since) >= every;
@@ -406,8 +413,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 // pre-dump is checkpointed in full (or falls back) later.
                 if let Some(m) = self.tasks.by_id.get_mut(&id) {
                     m.image = None;
-                    m.started_at = Some(now);
                 }
+                self.pre_dump_backoff.insert(id, now + every);
                 self.record(now, "pre-dump-failed", Some(&path), json!({ "error": e.to_string() }));
             }
         }
@@ -453,14 +460,14 @@ pub(super) fn restored_exit(pid: u32) -> Option<String> {
     }
 }
 
-/// Reaps the members of a dumped tree other than its root (which its
-/// parent reaps), waiting a little for the kill CRIU sent them; how many
-/// could not be reaped (not this agent's children, or still dying).
-fn reap_members(members: &[Pid], root: Pid) -> usize {
+/// Reaps the members of a dumped tree (but `reaped_elsewhere`), waiting a
+/// little for the kill CRIU sent them; how many could not be reaped (not
+/// this agent's children, or still dying).
+fn reap_members(members: &[Pid], reaped_elsewhere: Option<Pid>) -> usize {
     let deadline = Instant::now() + REAP_WITHIN;
     let mut left: Vec<rustix::process::Pid> = members
         .iter()
-        .filter(|p| **p != root)
+        .filter(|p| Some(**p) != reaped_elsewhere)
         .filter_map(|p| rustix::process::Pid::from_raw(p.get() as i32))
         .collect();
     while !left.is_empty() && Instant::now() < deadline {
