@@ -645,6 +645,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             "full-checkpoint" => Preemption::Checkpoint { incremental: false },
             other => return Err(RunError::How(other.to_string())),
         };
+        // A fresh look: the container may have started since the last
+        // full sample (a calm node is read in full only now and then).
+        match self.view.sample(now) {
+            Ok(sample) => {
+                self.sample = sample;
+                self.note_arrivals_and_departures(now);
+            }
+            Err(e) => {
+                return Err(RunError::Start { name: order.name.clone(), problem: e.to_string() })
+            }
+        }
         let known = self
             .view
             .containers()

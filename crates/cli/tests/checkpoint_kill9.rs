@@ -45,11 +45,13 @@ impl Scene {
         self.agent = Some(child);
     }
 
-    fn overbook(&self, args: &[&str]) -> std::process::Output {
+    /// `overbook SUBCOMMAND --socket ... ARGS`.
+    fn overbook(&self, subcommand: &str, args: &[&str]) -> std::process::Output {
         Command::new(OVERBOOK)
-            .args(args)
+            .arg(subcommand)
             .arg("--socket")
             .arg(self.path("agent.sock"))
+            .args(args)
             .output()
             .expect("run overbook")
     }
@@ -136,23 +138,25 @@ fn kill_9_of_the_agent_mid_dump_loses_no_task_and_leaves_nothing_behind() {
     );
     std::fs::write(s.path("agent.toml"), config).expect("config");
     s.start_agent();
-    let run = s.overbook(&[
+    let run = s.overbook(
         "run",
-        "--class",
-        "best-effort",
-        "--name",
-        "be-k9",
-        "--mem-peak",
-        "96M",
-        "--",
-        OVERBOOK,
-        "workload",
-        "chain",
-        "64M",
-        &STEPS.to_string(),
-        "--pace",
-        "0.1",
-    ]);
+        &[
+            "--class",
+            "best-effort",
+            "--name",
+            "be-k9",
+            "--mem-peak",
+            "96M",
+            "--",
+            OVERBOOK,
+            "workload",
+            "chain",
+            "64M",
+            &STEPS.to_string(),
+            "--pace",
+            "0.1",
+        ],
+    );
     assert!(run.status.success(), "{run:?}");
     wait_until(Duration::from_secs(120), "five steps", || s.progress().len() >= 5);
 
