@@ -643,6 +643,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             "freeze-and-swap-out" => Preemption::FreezeAndSwapOut,
             "checkpoint" => Preemption::Checkpoint { incremental: true },
             "full-checkpoint" => Preemption::Checkpoint { incremental: false },
+            // Decided below, by the configured preemptor.
+            "policy" => Preemption::Freeze,
             other => return Err(RunError::How(other.to_string())),
         };
         // A fresh look: the container may have started since the last
@@ -673,11 +675,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 problem: "it is already suspended".into(),
             });
         }
-        let how = match how {
-            Preemption::Checkpoint { incremental } => {
-                Preemption::Checkpoint { incremental: incremental && self.has_pre_dump(id) }
+        let how = if order.how == "policy" {
+            let stats = self.sample.containers.iter().find(|c| c.id == id);
+            match stats {
+                Some(stats) => self.policy.preemption_for(stats, now),
+                None => return Err(RunError::NoSuchTask(order.name.clone())),
             }
-            other => other,
+        } else {
+            match how {
+                Preemption::Checkpoint { incremental } => {
+                    Preemption::Checkpoint { incremental: incremental && self.has_pre_dump(id) }
+                }
+                other => other,
+            }
         };
         let evidence = Evidence {
             detector: "operator".into(),

@@ -66,7 +66,10 @@ pub enum RunError {
     Start { name: String, problem: String },
     #[error("no task named {0:?} runs here")]
     NoSuchTask(String),
-    #[error("{0:?} is not a way to preempt (kill, freeze, freeze-and-swap-out, checkpoint)")]
+    #[error(
+        "{0:?} is not a way to preempt (kill, freeze, freeze-and-swap-out, checkpoint, \
+         full-checkpoint, policy)"
+    )]
     How(String),
     #[error("{name:?} is {class}: never preempted")]
     Protected { name: String, class: String },
@@ -77,8 +80,9 @@ pub enum RunError {
 #[serde(deny_unknown_fields)]
 pub struct PreemptRequest {
     pub name: String,
-    /// `kill`, `freeze`, `freeze-and-swap-out` or `checkpoint`
-    /// (incremental when the task has a pre-dump).
+    /// `kill`, `freeze`, `freeze-and-swap-out`, `checkpoint` (incremental
+    /// when the task has a pre-dump), `full-checkpoint`, or `policy`: what
+    /// the configured preemptor would choose (`adaptive`: 004 Algorithm 1).
     pub how: String,
 }
 

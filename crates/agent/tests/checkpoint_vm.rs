@@ -30,6 +30,10 @@ fn chain(dirty: f64) -> Chain {
 /// A node with the checkpoint preemptor, its images and state in the
 /// node's scratch directory; `None` where the host cannot run the node.
 fn setup(test: &str, pre_dump_interval: &str) -> Option<(Node, AgentConfig)> {
+    setup_with(test, "checkpoint", &format!("pre_dump_interval = {pre_dump_interval}\n"))
+}
+
+fn setup_with(test: &str, preemptor: &str, checkpoint: &str) -> Option<(Node, AgentConfig)> {
     let support = overbook_linux::criu::Criu::probe();
     assert!(
         support.usable(),
@@ -38,8 +42,8 @@ fn setup(test: &str, pre_dump_interval: &str) -> Option<(Node, AgentConfig)> {
     );
     let node = Node::new(test, 512 * MIB)?;
     let extra = format!(
-        "[policy.preemptor]\nkind = \"checkpoint\"\n\
-         [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = {pre_dump_interval}\ntimeout = 60\n",
+        "[policy.preemptor]\nkind = \"{preemptor}\"\n\
+         [checkpoint]\nimages_dir = \"{}\"\ntimeout = 60\n{checkpoint}",
         node.dir.path().join("images").display()
     );
     let mut config = node.config(&extra);
@@ -269,4 +273,43 @@ fn a_task_checkpointed_on_one_node_is_restored_on_another_from_the_shared_store(
         let store = TaskStore::open(db.expect("db")).expect("opens");
         assert!(store.tasks().expect("read").is_empty());
     }
+}
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn adaptive_kills_a_young_task_and_checkpoints_one_that_did_more_work_than_a_checkpoint_costs() {
+    // 20 MB/s both ways: a 32 MiB task costs ~3.5 s to dump and restore.
+    let cfg = "write_mb_s = 20\nread_mb_s = 20\npre_dump_interval = 0\n";
+    let Some((node, config)) = setup_with("ckpt-adaptive", "adaptive", cfg) else { return };
+    let start = Instant::now();
+    let mut a = agent(&config);
+    a.tick(now(start)).expect("tick");
+    a.submit(now(start), paced("be-old", 1.0, "0.3")).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(8), |_| false);
+    a.submit(now(start), paced("be-young", 1.0, "0.1")).expect("starts");
+    let young_log = log_of(&node, "be-young");
+    run_for(&mut a, start, Duration::from_secs(30), |_| !progress(&young_log).is_empty());
+    for name in ["be-young", "be-old"] {
+        let order = PreemptRequest { name: name.into(), how: "policy".into() };
+        let reply = a.preempt_by_name(now(start), &order).expect("preempts");
+        assert_eq!(reply["preempted"], true, "{name}: {reply}");
+    }
+    let preempted = kinds(&a, "preempted");
+    let how = |name: &str| {
+        preempted
+            .iter()
+            .find(|e| e["container"].as_str().is_some_and(|c| c.ends_with(&format!("/{name}"))))
+            .map(|e| e["detail"]["how"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(how("be-young").as_deref(), Some("kill"), "{preempted:?}");
+    assert_eq!(how("be-old").as_deref(), Some("checkpoint"), "{preempted:?}");
+    run_for(&mut a, start, Duration::from_secs(180), |a| {
+        finished(a, "be-old") && finished(a, "be-young")
+    });
+    let old_log = log_of(&node, "be-old");
+    assert_eq!(progress(&old_log), (1..=STEPS).collect::<Vec<_>>(), "the old one kept its work");
+    assert_eq!(answer(&old_log), Some(expected(1.0)));
+    let young = progress(&young_log);
+    assert_eq!(young.iter().filter(|s| **s == 1).count(), 2, "the young one restarted: {young:?}");
+    assert_eq!(answer(&young_log), Some(expected(1.0)));
 }

@@ -5,7 +5,7 @@ use crate::action::{Action, Evidence, Preemption};
 use crate::config::{ConfigError, PolicyConfig};
 use crate::detect::{Detector, Verdict};
 use crate::launch::{Admission, Launcher, TaskRequest};
-use crate::model::{Bytes, ContainerId, JobId, NodeStats, Observation};
+use crate::model::{Bytes, ContainerId, ContainerStats, JobId, NodeStats, Observation};
 use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
 use crate::rank::{rank_candidates, Ranker};
 use crate::reclaim::Reclaimer;
@@ -64,6 +64,19 @@ impl NodePolicy {
     /// A preempted task waits here to resume (frozen or checkpointed).
     pub fn suspended(&mut self, now: Time, task: TaskRequest, memory: Bytes) {
         self.launcher.suspended(now, task, memory);
+    }
+
+    /// How the configured preemptor would make `victim` pay now (for an
+    /// operator who asks for the policy's own choice).
+    pub fn preemption_for(&self, victim: &ContainerStats, now: Time) -> Preemption {
+        let ctx = PreemptContext {
+            now,
+            store: self.facilities.store,
+            dump_backlog: Duration::ZERO,
+            can_checkpoint: self.facilities.can_checkpoint,
+            can_incremental: self.facilities.can_incremental,
+        };
+        self.preemptor.choose(victim, &ctx)
     }
 
     /// A best-effort container was killed by someone other than this
