@@ -550,11 +550,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         match result {
             Ok(Outcome::Done(report)) => {
                 self.preemptions += 1;
+                let mut lost_s = None;
                 match done {
                     Preemption::Kill => {
                         self.policy.departed(id);
                         if let Some(m) = self.tasks.by_id.get_mut(&id) {
                             m.killed = true;
+                            // The work a restart from scratch must do again.
+                            let ran = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
+                            lost_s = Some((m.progress_before + ran).as_secs_f64());
                             self.persist(now, id, StoredState::Killed, "killed by a preemption");
                         }
                     }
@@ -583,6 +587,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 });
                 if let Some(why) = fallback {
                     detail["fallback"] = json!(why);
+                }
+                if let Some(lost) = lost_s {
+                    detail["lost_s"] = json!(lost);
                 }
                 self.record(now, "preempted", Some(&path), detail);
             }

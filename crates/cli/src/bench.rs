@@ -39,6 +39,37 @@ pub enum BenchCommand {
     /// repeated; two services 1:2: their throughput ratio), each with the
     /// kernel alone and with overbook's reclaimer.
     Reclaim(ReclaimArgs),
+    /// Preemptors compared on real containers (root; CRIU for checkpoint
+    /// and adaptive: the VM of TESTBED.md): the same seeded best-effort
+    /// hash chains under repeated production bursts, once with kill, once
+    /// with checkpoint, once with adaptive (004 Algorithm 1). Work lost,
+    /// best-effort completion, production's burst time against a burst
+    /// alone, kills, dumps and restores; every answer checked.
+    Preemption(PreemptionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PreemptionArgs {
+    /// Preemptors, comma-separated: kill, checkpoint, adaptive.
+    #[arg(long, value_delimiter = ',', default_value = "kill,checkpoint,adaptive")]
+    preemptors: Vec<String>,
+    /// Best-effort tasks.
+    #[arg(long, default_value_t = 6)]
+    tasks: usize,
+    /// Production bursts (one every 12 s).
+    #[arg(long, default_value_t = 4)]
+    bursts: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Every size times this (0.1..2); 1: a 320 MiB node, 160 MiB bursts.
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Where task logs and images go (removed after).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -140,6 +171,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::AgentOverhead(args) => agent_overhead(args),
         BenchCommand::Calibrate(args) => calibrate(args),
         BenchCommand::Reclaim(args) => reclaim(args),
+        BenchCommand::Preemption(args) => preemption(args),
     }
 }
 
@@ -495,6 +527,47 @@ fn reclaim(args: ReclaimArgs) -> Result<()> {
     let report = reclaim::run(&plan, |line| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!("bench reclaim: {e}"))?;
     print!("{}", reclaim::table(&report));
+    if let Some(out) = &args.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+        println!("wrote {}", out.display());
+    }
+    println!("everything the benchmark made has been removed");
+    Ok(())
+}
+
+fn preemption(args: PreemptionArgs) -> Result<()> {
+    use overbook_agent::bench::preemption::{self, PreemptionPlan};
+    need_root("bench preemption")?;
+    if !(args.scale.is_finite() && (0.1..=2.0).contains(&args.scale)) {
+        anyhow::bail!("--scale must be from 0.1 to 2, not {}", args.scale);
+    }
+    if args.tasks == 0 || args.tasks > 50 {
+        anyhow::bail!("--tasks must be from 1 to 50, not {}", args.tasks);
+    }
+    if args.bursts == 0 || args.bursts > 50 {
+        anyhow::bail!("--bursts must be from 1 to 50, not {}", args.bursts);
+    }
+    for p in &args.preemptors {
+        if !["kill", "checkpoint", "adaptive"].contains(&p.as_str()) {
+            anyhow::bail!("--preemptors: unknown preemptor {p:?} (kill, checkpoint, adaptive)");
+        }
+    }
+    let plan = PreemptionPlan {
+        workload: WorkloadProgram {
+            program: std::env::current_exe().context("finding the overbook binary")?,
+            prefix: vec!["workload".into()],
+        },
+        scratch: args.scratch,
+        scale: args.scale,
+        seed: args.seed,
+        tasks: args.tasks,
+        bursts: args.bursts,
+        preemptors: args.preemptors.clone(),
+    };
+    let report = preemption::run(&plan, &mut |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!("bench preemption: {e}"))?;
+    print!("{}", preemption::table(&report));
     if let Some(out) = &args.out {
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;

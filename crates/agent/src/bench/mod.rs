@@ -10,6 +10,7 @@
 pub mod calibrate;
 pub mod kill_latency;
 pub mod overhead;
+pub mod preemption;
 pub mod reclaim;
 mod timed;
 
