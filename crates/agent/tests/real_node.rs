@@ -358,3 +358,53 @@ fn run_tasks_outlive_an_agent_that_dies() {
         store.history("be-later").expect("history").into_iter().map(|h| h.0).collect();
     assert_eq!(history, vec!["queued", "queued", "running", "finished"], "{history:?}");
 }
+
+#[test]
+fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
+    use overbook_agent::tasks::{PreemptRequest, RunRequest};
+    use overbook_core::Class;
+    let Some(node) = Node::new("ckpt-fallback", 256 * MIB) else { return };
+    let extra = format!(
+        "[policy.preemptor]\nkind = \"checkpoint\"\n[checkpoint]\nimages_dir = \"{}\"\n\
+         write_mb_s = 100\nread_mb_s = 100\n",
+        node.dir.path().join("images").display()
+    );
+    let mut agent = node.agent(&extra);
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    agent.note_checkpoint_support(now());
+    let criu = overbook_linux::criu::Criu::probe();
+    let said = if criu.usable() { "checkpoints" } else { "checkpoints-unavailable" };
+    assert_eq!(kinds(&agent, said).len(), 1, "{:?}", agent.events().recent().collect::<Vec<_>>());
+    agent.tick(now()).expect("tick");
+    let run = RunRequest {
+        name: "be-fallback".into(),
+        class: Class::BestEffort,
+        mem_peak: Some(32 * MIB),
+        job: None,
+        weight: None,
+        command: vec![WORKLOAD.into(), "anon".into(), "16M".into(), "30".into()],
+        cwd: None,
+    };
+    agent.submit(now(), run).expect("starts");
+    run_for(&mut agent, start, Duration::from_secs(20), |a| {
+        a.status().containers.iter().any(|c| c.name == "be-fallback" && c.usage >= 8 * MIB)
+    });
+    let order = PreemptRequest { name: "be-fallback".into(), how: "checkpoint".into() };
+    let reply = agent.preempt_by_name(now(), &order).expect("preempts");
+    assert_eq!(reply["preempted"], true, "{reply}");
+    let event = kinds(&agent, "preempted").pop().expect("preempted");
+    let how = event["detail"]["how"].as_str().unwrap_or_default().to_string();
+    if criu.usable() {
+        assert_eq!(how, "checkpoint", "{event}");
+    } else {
+        let swap = agent.status().swap_total > 0;
+        assert_eq!(how, if swap { "freeze-and-swap-out" } else { "kill" }, "{event}");
+        let why = event["detail"]["fallback"].as_str().unwrap_or_default();
+        assert!(why.contains("CRIU cannot checkpoint here"), "{event}");
+    }
+    // A name that runs nowhere is refused, not guessed at.
+    let refused = agent
+        .preempt_by_name(now(), &PreemptRequest { name: "be-nothing".into(), how: "kill".into() });
+    assert!(refused.is_err());
+}
