@@ -181,14 +181,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .checkpoint
             .pre_dump_interval
             .filter(|_| incremental && facilities.can_incremental);
-        let policy = NodePolicy::new(&config.policy, facilities)?;
+        let mut policy = NodePolicy::new(&config.policy, facilities)?;
         let root = ContainerPath::new(&config.root)?;
         let view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
         let mut durable = durable::Durable::default();
+        let mut profiles = Vec::new();
         if let Some(path) = &config.state_db {
             let store = TaskStore::open(path)?;
             durable.restoring = store.tasks()?;
+            profiles = store.profiles()?;
             durable.store = Some(store);
+        }
+        durable.profile_history = config.policy.launcher.profile_history;
+        let mut tasks = Tasks::default();
+        // The jobs' profiles, as an earlier agent left them (000 §4.2).
+        for (job, peak, runtime) in profiles {
+            policy.remember_finished(tasks.job_id(&job), peak, runtime);
         }
         Ok(Agent {
             view,
@@ -199,7 +207,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             actions: Vec::new(),
             preemptions: 0,
             resumes: 0,
-            tasks: Tasks::default(),
+            tasks,
             task_log_dir: config.task_log_dir.clone(),
             protect_critical: config.protect_critical,
             calm_period: config.calm_period,
@@ -1025,7 +1033,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 }
             } else {
                 let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
+                let job_name = m.request.job.clone().unwrap_or_else(|| name.clone());
                 self.tasks.by_id.remove(&id);
+                self.keep_profile(now, &job_name, peak, runtime);
                 self.discard_images(now, &name);
                 self.view.uncarry(id);
                 self.unpersist(now, &name, "finished", &status);

@@ -111,6 +111,12 @@ CREATE TABLE IF NOT EXISTS tasks (
     progress REAL NOT NULL DEFAULT 0,
     usage INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS profiles (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    peak INTEGER NOT NULL,
+    runtime REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS transitions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     name TEXT NOT NULL,
@@ -287,6 +293,63 @@ impl TaskStore {
         Ok(out)
     }
 
+    /// A finished task's memory peak and run time, for its job's profile
+    /// (000 §4.2); only the newest `keep` of a job are kept.
+    pub fn add_profile(
+        &mut self,
+        job: &str,
+        peak: u64,
+        runtime: std::time::Duration,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let tx = self
+            .db
+            .transaction()
+            .map_err(|e| StoreError::Sql { path: self.path.clone(), source: e })?;
+        let done = tx
+            .execute(
+                "INSERT INTO profiles (job, peak, runtime) VALUES (?1, ?2, ?3)",
+                params![job, peak as i64, runtime.as_secs_f64()],
+            )
+            .and_then(|_| {
+                tx.execute(
+                    "DELETE FROM profiles WHERE job = ?1 AND seq NOT IN
+                     (SELECT seq FROM profiles WHERE job = ?1 ORDER BY seq DESC LIMIT ?2)",
+                    params![job, keep as i64],
+                )
+            })
+            .and_then(|_| tx.commit());
+        done.map_err(|e| self.sql(e))
+    }
+
+    /// Every kept profile entry, oldest first: (job, peak, run time).
+    pub fn profiles(&self) -> Result<Vec<(String, u64, std::time::Duration)>, StoreError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT job, peak, runtime FROM profiles ORDER BY seq")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, f64>(2)?))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (job, peak, runtime) = row.map_err(|e| self.sql(e))?;
+            let bad = |problem: String| StoreError::Row {
+                path: self.path.clone(),
+                name: job.clone(),
+                problem,
+            };
+            let peak =
+                u64::try_from(peak).map_err(|_| bad(format!("profile peak {peak} is negative")))?;
+            let runtime = std::time::Duration::try_from_secs_f64(runtime)
+                .map_err(|_| bad(format!("profile run time {runtime} is not a duration")))?;
+            out.push((job, peak, runtime));
+        }
+        Ok(out)
+    }
+
     /// Transitions recorded for `name`, oldest first: (state, detail).
     pub fn history(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
         let mut stmt = self
@@ -405,6 +468,23 @@ mod tests {
         .expect("insert");
         let err = s.tasks().unwrap_err().to_string();
         assert!(err.contains("\"x\"") && err.contains("without an image"), "{err}");
+    }
+
+    #[test]
+    fn profiles_survive_a_reopen_newest_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        {
+            let mut s = TaskStore::open(&path).expect("opens");
+            for i in 0..5u64 {
+                s.add_profile("j", i << 20, std::time::Duration::from_secs(i), 3).expect("add");
+            }
+            s.add_profile("k", 7, std::time::Duration::from_millis(1500), 3).expect("add");
+        }
+        let p = TaskStore::open(&path).expect("reopens").profiles().expect("read");
+        let peaks: Vec<(&str, u64)> = p.iter().map(|(j, peak, _)| (j.as_str(), *peak)).collect();
+        assert_eq!(peaks, vec![("j", 2 << 20), ("j", 3 << 20), ("j", 4 << 20), ("k", 7)]);
+        assert_eq!(p[3].2, std::time::Duration::from_millis(1500));
     }
 
     #[test]

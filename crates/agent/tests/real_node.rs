@@ -357,6 +357,9 @@ fn run_tasks_outlive_an_agent_that_dies() {
     let history: Vec<String> =
         store.history("be-later").expect("history").into_iter().map(|h| h.0).collect();
     assert_eq!(history, vec!["queued", "queued", "running", "finished"], "{history:?}");
+    // Its peak joined its job's profile, for the next agent's launcher.
+    let profiles = store.profiles().expect("profiles");
+    assert!(profiles.iter().any(|(job, peak, _)| job == "be-later" && *peak > 0), "{profiles:?}");
 }
 
 #[test]

@@ -61,7 +61,7 @@ pub struct PreemptionArgs {
     bursts: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Every size times this (0.1..2); 1: a 320 MiB node, 160 MiB bursts.
+    /// Every size times this (0.1..2); 1: a 320 MiB node, 192 MiB bursts.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
     /// Where task logs and images go (removed after).

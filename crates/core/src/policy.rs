@@ -85,6 +85,12 @@ impl NodePolicy {
         self.launcher.killed(now);
     }
 
+    /// A finished task of an earlier life of this node (a restarted agent
+    /// reads them back): it joins its job's profile, nothing else changes.
+    pub fn remember_finished(&mut self, job: JobId, peak: Bytes, runtime: Duration) {
+        self.launcher.finished(job, peak, runtime);
+    }
+
     /// A task finished normally.
     pub fn finished(&mut self, id: ContainerId, job: JobId, peak: Bytes, runtime: Duration) {
         self.launcher.finished(job, peak, runtime);

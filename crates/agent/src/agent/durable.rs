@@ -40,6 +40,8 @@ pub(crate) struct Durable {
     pub orphans: Vec<(String, ContainerPath, Option<u32>)>,
     /// Whether images no task names were looked for (once, at start).
     pub strays_swept: bool,
+    /// Peaks kept per job (the launcher's `profile_history`).
+    pub profile_history: usize,
 }
 
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
@@ -59,6 +61,21 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if let Err(e) = store.put(&task, detail) {
             let name = task.request.name;
             self.record(now, "state-error", None, json!({ "task": name, "error": e.to_string() }));
+        }
+    }
+
+    /// Records a finished task's peak and run time for its job's profile.
+    pub(super) fn keep_profile(
+        &mut self,
+        now: Time,
+        job: &str,
+        peak: u64,
+        runtime: std::time::Duration,
+    ) {
+        let keep = self.durable.profile_history;
+        let Some(store) = &mut self.durable.store else { return };
+        if let Err(e) = store.add_profile(job, peak, runtime, keep) {
+            self.record(now, "state-error", None, json!({ "job": job, "error": e.to_string() }));
         }
     }
 

@@ -9,7 +9,7 @@
 //! best-effort hash chains ([`crate::chain`]) of mixed sizes and lengths,
 //! admitted by the agent's launcher; production bursts, each a chain big
 //! enough that the node must take memory back from best-effort work (the
-//! `threshold` detector: below 10% free). Measured per preemptor: seconds
+//! `threshold` detector: below 10% free) and holding it for seconds. Measured per preemptor: seconds
 //! of work lost (the run time of incarnations a kill discarded), best-effort
 //! completion times, production's burst time against a burst alone on the
 //! same node in the same run, and the counts of kills, dumps and restores.
@@ -84,13 +84,15 @@ pub struct PreemptionReport {
 }
 
 const PACE: &str = "0.05";
-const BURST_STEPS: u32 = 6;
+const BURST_STEPS: u32 = 30;
+/// Production holds its memory this long per step: a burst lasts seconds.
+const BURST_PACE: &str = "0.1";
 
 fn mib(x: f64, scale: f64) -> u64 {
     ((x * scale).max(4.0) as u64) * MIB
 }
 
-/// The seeded best-effort list: sizes 24..64 MiB, 60..240 steps.
+/// The seeded best-effort list: sizes 24..64 MiB, 120..300 steps.
 pub fn task_list(seed: u64, n: usize, scale: f64) -> Vec<BeTask> {
     let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
     let mut next = move || {
@@ -103,7 +105,7 @@ pub fn task_list(seed: u64, n: usize, scale: f64) -> Vec<BeTask> {
         .map(|i| BeTask {
             name: format!("be-{i}"),
             size: mib(24.0 + (next() % 5) as f64 * 10.0, scale),
-            steps: 60 + (next() % 7) as u32 * 30,
+            steps: 120 + (next() % 7) as u32 * 30,
         })
         .collect()
 }
@@ -199,14 +201,15 @@ fn run_scene(
         let req = chain_request(plan, &t.name, Class::BestEffort, t.size, t.steps, PACE);
         agent.submit(now(), req).map_err(|e| format!("{}: {e}", t.name))?;
     }
-    let burst_size = mib(160.0, plan.scale);
+    let burst_size = mib(192.0, plan.scale);
     let mut started_bursts = 0;
     let deadline = start + Duration::from_secs(900);
     loop {
         let elapsed = start.elapsed();
         if started_bursts < bursts && elapsed >= burst_every.mul_f64(started_bursts as f64 + 0.5) {
             let name = format!("prod-{started_bursts}");
-            let req = chain_request(plan, &name, Class::Production, burst_size, BURST_STEPS, "0");
+            let req =
+                chain_request(plan, &name, Class::Production, burst_size, BURST_STEPS, BURST_PACE);
             agent.submit(now(), req).map_err(|e| format!("{name}: {e}"))?;
             started_bursts += 1;
             say(&format!(
@@ -372,6 +375,6 @@ mod tests {
             serde_json::to_string(&a).ok(),
             serde_json::to_string(&task_list(8, 6, 1.0)).ok()
         );
-        assert!(a.iter().all(|t| (24 * MIB..=64 * MIB).contains(&t.size) && t.steps >= 60));
+        assert!(a.iter().all(|t| (24 * MIB..=64 * MIB).contains(&t.size) && t.steps >= 120));
     }
 }
