@@ -123,17 +123,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         let report = match result {
             Ok(Outcome::Done(r)) => r,
-            Ok(Outcome::Vanished) | Err(_) => {
-                let why = match result {
-                    Err(e) => e.to_string(),
-                    _ => "its tree ended during the dump".into(),
-                };
+            other => {
                 if let Some(m) = self.tasks.by_id.get_mut(&id) {
                     m.image = None;
                 }
                 self.discard_images(now, &name);
-                self.persist(now, id, StoredState::Running, "dump failed");
-                return Err(why);
+                self.persist(now, id, StoredState::Running, "not dumped");
+                // A tree that ended by itself meanwhile is not killed (and
+                // so not run again): its exit is reaped as a finish.
+                return match other {
+                    Err(e) => Err(e.to_string()),
+                    _ => Ok(Outcome::Vanished),
+                };
             }
         };
         // CRIU killed the tree: its root is reaped here, its other members
