@@ -284,12 +284,7 @@ fn kill_latency(args: KillLatencyArgs) -> Result<()> {
     let report = kill_latency::run(&plan, &mut progress).map_err(|e| anyhow::anyhow!("{e}"))?;
     bar.finish_and_clear();
     print!("{}", kill_table(&report));
-    if let Some(out) = &args.out {
-        std::fs::write(out, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", out.display()))?;
-        println!("JSON: {}", out.display());
-    }
-    println!("everything the benchmark made has been removed");
+    finish(args.out.as_deref(), &report)?;
     Ok(())
 }
 
@@ -404,12 +399,7 @@ fn agent_overhead(args: OverheadArgs) -> Result<()> {
         overhead::run(&plan, say, |s| bar.set_position(s)).map_err(|e| anyhow::anyhow!("{e}"))?;
     bar.finish_and_clear();
     print!("{}", overhead_table(&r));
-    if let Some(out) = &args.out {
-        std::fs::write(out, serde_json::to_string_pretty(&r)?)
-            .with_context(|| format!("writing {}", out.display()))?;
-        println!("JSON: {}", out.display());
-    }
-    println!("everything the benchmark made has been removed");
+    finish(args.out.as_deref(), &r)?;
     Ok(())
 }
 
@@ -527,12 +517,7 @@ fn reclaim(args: ReclaimArgs) -> Result<()> {
     let report = reclaim::run(&plan, |line| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!("bench reclaim: {e}"))?;
     print!("{}", reclaim::table(&report));
-    if let Some(out) = &args.out {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
-        println!("wrote {}", out.display());
-    }
-    println!("everything the benchmark made has been removed");
+    finish(args.out.as_deref(), &report)?;
     Ok(())
 }
 
@@ -568,10 +553,17 @@ fn preemption(args: PreemptionArgs) -> Result<()> {
     let report = preemption::run(&plan, &mut |line| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!("bench preemption: {e}"))?;
     print!("{}", preemption::table(&report));
-    if let Some(out) = &args.out {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
-        println!("wrote {}", out.display());
+    finish(args.out.as_deref(), &report)?;
+    Ok(())
+}
+
+/// The end of a real-node benchmark: its report as JSON where asked, and
+/// the word that it cleaned up after itself.
+fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Result<()> {
+    if let Some(out) = out {
+        std::fs::write(out, serde_json::to_string_pretty(report)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!("JSON: {}", out.display());
     }
     println!("everything the benchmark made has been removed");
     Ok(())
