@@ -103,6 +103,11 @@ pub struct LaunchConfig {
     pub min_sync_period: f64,
     /// Whether launches wait one sync period after a kill (000 §4.2).
     pub delay_after_kill: bool,
+    /// Share of the node's capacity left free by best-effort launches and
+    /// resumes, [0, 0.5]: a node whose detector acts below some free share
+    /// (`threshold`) must not be filled past it by its own launcher, or it
+    /// preempts what it just started, again and again.
+    pub headroom: f64,
 }
 
 impl Default for LaunchConfig {
@@ -116,6 +121,7 @@ impl Default for LaunchConfig {
             max_sync_period: 10.0,
             min_sync_period: 1.0,
             delay_after_kill: true,
+            headroom: 0.0,
         }
     }
 }
@@ -145,6 +151,12 @@ impl LaunchConfig {
             return Err(ConfigError::new(
                 "max_sync_period",
                 format!("{max} is outside (0, {MAX_SYNC_SECS}] seconds"),
+            ));
+        }
+        if !(0.0..=0.5).contains(&self.headroom) {
+            return Err(ConfigError::new(
+                "headroom",
+                format!("{} is outside [0, 0.5] (a share of the node's capacity)", self.headroom),
             ));
         }
         let min = self.min_sync_period;
@@ -330,11 +342,12 @@ impl Launcher {
             return;
         }
         let capacity = node.capacity;
-        let mut room = match self.cfg.admission {
+        let room = match self.cfg.admission {
             AdmissionMode::Snapshot => self.snapshot.mem(),
             AdmissionMode::Available => node.available,
             AdmissionMode::Reserved => self.reservations.room(capacity),
         };
+        let mut room = room.saturating_sub((capacity as f64 * self.cfg.headroom) as Bytes);
         // Resume before new work: while a preempted task does not fit,
         // nothing new starts ahead of it.
         let mut resumed_all = true;

@@ -389,6 +389,7 @@ fn the_launcher_section_parses_from_toml() {
         max_sync_period: 5.0,
         min_sync_period: 0.5,
         delay_after_kill: false,
+        headroom: 0.0,
     };
     assert_eq!(f.launcher, want);
     assert_eq!(f.launcher.validate(), Ok(()));
@@ -626,5 +627,37 @@ proptest! {
         prop_assert!(m.waiting.is_empty(), "left waiting: {:?}", m.waiting);
         prop_assert_eq!(l.waiting(), (0, 0));
         prop_assert_eq!(l.wake_at(), None);
+    }
+}
+
+#[test]
+fn headroom_keeps_best_effort_launches_off_the_detector_s_free_share() {
+    let node = NodeStats { capacity: 1000, available: 1000, ..NodeStats::default() };
+    let task = |id: u64, request: u64| TaskRequest {
+        id: ContainerId(id),
+        job: JobId(id),
+        class: Class::BestEffort,
+        request,
+        submitted: Time::ZERO,
+    };
+    let cfg = LaunchConfig {
+        admission: AdmissionMode::Available,
+        delay_after_kill: false,
+        headroom: 0.1,
+        ..LaunchConfig::default()
+    };
+    assert_eq!(cfg.validate(), Ok(()));
+    let mut l = Launcher::new(cfg);
+    assert_eq!(l.submit(Time::ZERO, task(1, 950), &node), Admission::Queued);
+    let mut out = Vec::new();
+    l.poll(Time::ZERO, &node, &mut out);
+    assert!(out.is_empty(), "950 of 1000 would leave less than 10% free: {out:?}");
+    let mut l = Launcher::new(LaunchConfig { headroom: 0.0, ..l.config().clone() });
+    assert_eq!(l.submit(Time::ZERO, task(1, 950), &node), Admission::Queued);
+    l.poll(Time::ZERO, &node, &mut out);
+    assert_eq!(out.len(), 1, "without headroom it fits");
+    for bad in [-0.1, 0.6, f64::NAN] {
+        let e = LaunchConfig { headroom: bad, ..LaunchConfig::default() }.validate();
+        assert!(e.is_err_and(|e| e.key == "headroom"), "{bad}");
     }
 }
