@@ -56,7 +56,7 @@ pub struct PreemptionArgs {
     /// Best-effort tasks.
     #[arg(long, default_value_t = 6)]
     tasks: usize,
-    /// Production bursts (one every 12 s).
+    /// Production bursts (each starts 6 s after the last one ended).
     #[arg(long, default_value_t = 4)]
     bursts: usize,
     #[arg(long, default_value_t = 1)]
