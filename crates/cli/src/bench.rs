@@ -46,6 +46,16 @@ pub enum BenchCommand {
     /// best-effort completion, production's burst time against a burst
     /// alone, kills, dumps and restores; every answer checked.
     Preemption(PreemptionArgs),
+    /// Checkpoint costs with CRIU (root; 004 Table 3): the store's raw write
+    /// and read bandwidth, then full and incremental (pre-dump, a share of
+    /// memory rewritten, dump on top) dumps of workers of each size, their
+    /// restores and the restored workers' checksums; median and range of
+    /// the repeats. CRIU must work here (it does in `scripts/vm`'s guest,
+    /// not on kernels 6.13+ with Debian's CRIU 3.17).
+    Checkpoint(CheckpointArgs),
+    /// The worker `bench checkpoint` dumps and restores (internal).
+    #[command(hide = true)]
+    CheckpointWorker(CheckpointWorkerArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,6 +80,46 @@ pub struct PreemptionArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckpointArgs {
+    /// The image store to measure: the bench works in a fresh directory
+    /// made in it (removed after, unless --keep).
+    #[arg(long, default_value = "/var/tmp")]
+    store: PathBuf,
+    /// Keep that directory, with the last repeat's images.
+    #[arg(long)]
+    keep: bool,
+    /// Workers' memory sizes, comma-separated (times --scale).
+    #[arg(long, value_delimiter = ',', default_value = "64MiB,128MiB,256MiB")]
+    sizes: Vec<String>,
+    /// Every size times this (0.01..64).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Share of memory rewritten between the pre-dump and the incremental
+    /// dump, (0, 1].
+    #[arg(long, default_value_t = 0.1)]
+    dirty: f64,
+    /// Repeats of every measure at every size.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Write every run and the summary as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckpointWorkerArgs {
+    /// Its directory (files it reads and writes).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Bytes of anonymous memory.
+    #[arg(long)]
+    size: u64,
+    /// Bytes rewritten when told.
+    #[arg(long)]
+    dirty: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -172,6 +222,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Calibrate(args) => calibrate(args),
         BenchCommand::Reclaim(args) => reclaim(args),
         BenchCommand::Preemption(args) => preemption(args),
+        BenchCommand::Checkpoint(args) => checkpoint(args),
+        BenchCommand::CheckpointWorker(args) => checkpoint_worker(args),
     }
 }
 
@@ -567,4 +619,63 @@ fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Resu
     }
     println!("everything the benchmark made has been removed");
     Ok(())
+}
+
+fn checkpoint(args: CheckpointArgs) -> Result<()> {
+    use overbook_agent::bench::checkpoint::{self, CheckpointPlan};
+    need_root("bench checkpoint")?;
+    if !(args.scale.is_finite() && (0.01..=64.0).contains(&args.scale)) {
+        anyhow::bail!("--scale must be from 0.01 to 64, not {}", args.scale);
+    }
+    if !(args.dirty.is_finite() && args.dirty > 0.0 && args.dirty <= 1.0) {
+        anyhow::bail!("--dirty must be in (0, 1], not {}", args.dirty);
+    }
+    if args.repeats == 0 || args.repeats > 100 {
+        anyhow::bail!("--repeats must be from 1 to 100, not {}", args.repeats);
+    }
+    let sizes = args
+        .sizes
+        .iter()
+        .map(|s| {
+            let bytes = overbook_agent::config::parse_size_text(s)
+                .map_err(|e| anyhow::anyhow!("--sizes {s:?}: {e}"))?;
+            // Whole pages, 4 MiB at least: below that CRIU's fixed costs are
+            // all there is to see.
+            let scaled = (bytes as f64 * args.scale) as u64 / 4096 * 4096;
+            Ok(scaled.max(4 * MIB))
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    if sizes.is_empty() {
+        anyhow::bail!("--sizes: give at least one size");
+    }
+    let plan = CheckpointPlan {
+        worker_program: std::env::current_exe().context("finding the overbook binary")?,
+        worker_prefix: vec!["bench".into(), "checkpoint-worker".into()],
+        store: args.store,
+        keep: args.keep,
+        sizes,
+        dirty: args.dirty,
+        repeats: args.repeats,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let report = checkpoint::run(&plan, |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!("bench checkpoint: {e}"))?;
+    print!("{}", checkpoint::table(&report));
+    if let Some(out) = &args.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+        println!("wrote {}", out.display());
+    }
+    if report.kept.is_some() {
+        println!("every cgroup and process the benchmark made has been removed; its store directory is kept");
+    } else {
+        println!("everything the benchmark made has been removed");
+    }
+    Ok(())
+}
+
+fn checkpoint_worker(args: CheckpointWorkerArgs) -> Result<()> {
+    use overbook_agent::bench::checkpoint::{worker, WorkerArgs};
+    worker(&WorkerArgs { dir: args.dir, size: args.size, dirty: args.dirty })
+        .context("checkpoint worker")
 }

@@ -8,6 +8,7 @@
 //! error paths too.
 
 pub mod calibrate;
+pub mod checkpoint;
 pub mod kill_latency;
 pub mod overhead;
 pub mod preemption;
