@@ -520,33 +520,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         let issued = Instant::now();
         let result = match done {
-            Preemption::Kill => {
-                self.view.cgroups().kill(&path).map(|o| o.map(|r| json!(r_json(&r))))
-            }
-            Preemption::Freeze => {
-                self.view.cgroups().freeze(&path, SETTLE).map(|o| o.map(|()| json!({})))
-            }
-            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(&path, usage),
-            Preemption::Checkpoint { incremental } => {
-                match self.checkpoint(now, id, incremental) {
-                    Ok(o) => Ok(o),
-                    Err(why) => {
-                        // The tree still runs (a failed dump leaves it so):
-                        // its memory must come back all the same.
-                        done = self.checkpoint_fallback();
-                        fallback =
-                            Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
-                        match done {
-                            Preemption::Kill => self
-                                .view
-                                .cgroups()
-                                .kill(&path)
-                                .map(|o| o.map(|r| json!(r_json(&r)))),
-                            _ => self.freeze_and_swap_out(&path, usage),
-                        }
-                    }
+            Preemption::Checkpoint { incremental } => match self.checkpoint(now, id, incremental) {
+                Ok(o) => Ok(o),
+                Err(why) => {
+                    // The tree still runs (a failed dump leaves it so): its
+                    // memory must come back all the same.
+                    done = self.checkpoint_fallback();
+                    fallback = Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
+                    self.suspend_or_kill(done, &path, usage)
                 }
-            }
+            },
+            other => self.suspend_or_kill(other, &path, usage),
         };
         let finished = Instant::now();
         // Everything for the log is made after the action, not before it.
@@ -561,6 +545,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let mut lost_s = None;
                 match done {
                     Preemption::Kill => {
+                        if how != Preemption::Kill {
+                            // A fallback: launches wait as after any kill.
+                            self.policy.note_kill(now);
+                        }
                         self.policy.departed(id);
                         if let Some(m) = self.tasks.by_id.get_mut(&id) {
                             m.killed = true;
@@ -617,6 +605,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
                 );
             }
+        }
+    }
+
+    /// Kills, freezes, or freezes and swaps out a container.
+    fn suspend_or_kill(
+        &self,
+        how: Preemption,
+        path: &ContainerPath,
+        usage: u64,
+    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+        match how {
+            Preemption::Freeze => {
+                self.view.cgroups().freeze(path, SETTLE).map(|o| o.map(|()| json!({})))
+            }
+            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(path, usage),
+            _ => self.view.cgroups().kill(path).map(|o| o.map(|r| json!(r_json(&r)))),
         }
     }
 
