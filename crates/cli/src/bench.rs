@@ -53,6 +53,14 @@ pub enum BenchCommand {
     /// the repeats. CRIU must work here (it does in `scripts/vm`'s guest,
     /// not on kernels 6.13+ with Debian's CRIU 3.17).
     Checkpoint(CheckpointArgs),
+    /// Head-to-head on a whole machine (root; the VM of TESTBED.md, with
+    /// swap): Debian's Redis and PostgreSQL as production, a seeded stream
+    /// of memory-hungry best-effort jobs, under isolated, static
+    /// partitioning, the kernel OOM killer, earlyoom, a 10%-free threshold
+    /// killer, and overbook (kill, adaptive). Production throughput and
+    /// p50/p99 against isolated, best-effort work against static, work
+    /// lost, kills, suspensions, checkpoints, seconds production stalled.
+    Colocation(ColocationArgs),
     /// The worker `bench checkpoint` dumps and restores (internal).
     #[command(hide = true)]
     CheckpointWorker(CheckpointWorkerArgs),
@@ -80,6 +88,40 @@ pub struct PreemptionArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ColocationArgs {
+    /// Policies, comma-separated (isolated is the reference; static the
+    /// best-effort baseline).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "isolated,static,kernel,earlyoom,threshold,overbook-kill,overbook-adaptive"
+    )]
+    policies: Vec<String>,
+    /// Seconds each scene runs (30..3600).
+    #[arg(long, default_value_t = 120)]
+    seconds: u64,
+    /// Times every policy runs (the table shows the spread), 1..20.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// Seeds the best-effort job stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where the services' data, logs and job output go (removed after).
+    #[arg(long, default_value = "/var/tmp")]
+    scratch: PathBuf,
+    /// Where overbook-adaptive's checkpoint images go (a directory made in
+    /// it, removed after); default: in --scratch.
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Draw the comparison here (.svg or .png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -223,6 +265,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Reclaim(args) => reclaim(args),
         BenchCommand::Preemption(args) => preemption(args),
         BenchCommand::Checkpoint(args) => checkpoint(args),
+        BenchCommand::Colocation(args) => colocation(args),
         BenchCommand::CheckpointWorker(args) => checkpoint_worker(args),
     }
 }
@@ -671,6 +714,72 @@ fn checkpoint(args: CheckpointArgs) -> Result<()> {
     } else {
         println!("everything the benchmark made has been removed");
     }
+    Ok(())
+}
+
+fn colocation(args: ColocationArgs) -> Result<()> {
+    use overbook_agent::bench::colocation::{self, ColocationPlan, POLICIES};
+    need_root("bench colocation")?;
+    if !(30..=3600).contains(&args.seconds) {
+        anyhow::bail!("--seconds must be from 30 to 3600, not {}", args.seconds);
+    }
+    if args.repeats == 0 || args.repeats > 20 {
+        anyhow::bail!("--repeats must be from 1 to 20, not {}", args.repeats);
+    }
+    for p in &args.policies {
+        if !POLICIES.contains(&p.as_str()) {
+            anyhow::bail!("--policies: unknown policy {p:?} ({})", POLICIES.join(", "));
+        }
+    }
+    if !args.policies.iter().any(|p| p == "isolated") {
+        anyhow::bail!("--policies: include isolated, the reference every ratio is of");
+    }
+    if let Some(plot) = &args.plot {
+        if !plot.extension().is_some_and(|e| e == "svg" || e == "png") {
+            anyhow::bail!("--plot {}: give a .svg or .png file", plot.display());
+        }
+    }
+    let plan = ColocationPlan {
+        overbook: std::env::current_exe().context("finding the overbook binary")?,
+        scratch: args.scratch,
+        images: args.images,
+        seed: args.seed,
+        seconds: args.seconds,
+        repeats: args.repeats,
+        policies: args.policies,
+    };
+    let started = Instant::now();
+    let report = colocation::run(&plan, &mut |line| {
+        eprintln!("[{:>5.0} s] {line}", started.elapsed().as_secs_f64())
+    })
+    .map_err(|e| anyhow::anyhow!("bench colocation: {e}"))?;
+    print!("{}", colocation::table(&report));
+    if let Some(plot) = &args.plot {
+        let categories: Vec<String> = report.summary.iter().map(|s| s.policy.clone()).collect();
+        let series = |name: &str, f: fn(&colocation::PolicySummary) -> f64| {
+            let values = report.summary.iter().map(|s| Some(f(s)).filter(|x| x.is_finite()));
+            (name.to_string(), values.collect::<Vec<_>>())
+        };
+        overbook_sim::report::draw_bars(
+            plot,
+            &format!(
+                "Colocation on one node: seed {}, {} s a scene, {} repeat(s)",
+                report.seed, report.seconds, plan.repeats
+            ),
+            "ratio (production: to isolated; best-effort work: to static)",
+            categories,
+            vec![
+                series("Redis throughput", |s| s.redis_throughput),
+                series("Redis p99", |s| s.redis_p99),
+                series("PostgreSQL throughput", |s| s.pg_throughput),
+                series("PostgreSQL p99", |s| s.pg_p99),
+                series("best-effort work", |s| s.be_work),
+            ],
+        )
+        .map_err(|e| anyhow::anyhow!("--plot {}: {e}", plot.display()))?;
+        println!("plot: {}", plot.display());
+    }
+    finish(args.out.as_deref(), &report)?;
     Ok(())
 }
 

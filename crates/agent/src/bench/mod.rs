@@ -9,6 +9,7 @@
 
 pub mod calibrate;
 pub mod checkpoint;
+pub mod colocation;
 pub mod kill_latency;
 pub mod overhead;
 pub mod preemption;

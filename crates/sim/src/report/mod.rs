@@ -62,6 +62,32 @@ pub enum ReportError {
 }
 
 /// Summaries of every run, named as the scenario names them.
+/// A grouped bar chart (a bar per series in each category) into `path`,
+/// SVG or PNG by its extension: for benchmarks' comparisons outside the
+/// simulator (`overbook bench colocation --plot`).
+pub fn draw_bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    categories: Vec<String>,
+    series: Vec<(String, Vec<Option<f64>>)>,
+) -> Result<(), String> {
+    let chart = draw::Chart {
+        title: title.into(),
+        x_label: String::new(),
+        y_label: y_label.into(),
+        y_max: None,
+        kind: draw::Kind::Bars {
+            categories,
+            series: series
+                .into_iter()
+                .map(|(name, values)| draw::BarSeries { name, values })
+                .collect(),
+        },
+    };
+    draw::draw_file(path, &chart)
+}
+
 pub fn summarize(scenario: &Scenario, results: &[RunResult]) -> Vec<RunSummary> {
     scenario
         .runs

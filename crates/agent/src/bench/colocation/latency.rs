@@ -1,0 +1,175 @@
+//! Latency histograms from the load drivers' own output, merged across
+//! rounds so the percentiles are of every request, not of per-round
+//! percentiles.
+
+use std::collections::BTreeMap;
+
+/// Counts of requests by latency (microseconds).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    counts: BTreeMap<u64, u64>,
+}
+
+impl Histogram {
+    pub fn add(&mut self, micros: u64, count: u64) {
+        if count > 0 {
+            *self.counts.entry(micros).or_insert(0) += count;
+        }
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        for (&us, &n) in &other.counts {
+            self.add(us, n);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.values().sum()
+    }
+
+    /// Nearest-rank percentile `p` (0..1), in milliseconds.
+    pub fn percentile_ms(&self, p: f64) -> Option<f64> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((p * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (&us, &n) in &self.counts {
+            seen += n;
+            if seen >= rank {
+                return Some(us as f64 / 1000.0);
+            }
+        }
+        None
+    }
+}
+
+/// The "Latency by percentile distribution" of a (non-quiet)
+/// `redis-benchmark` run, as a histogram, and its request count.
+///
+/// Lines are `50.000% <= 0.095 milliseconds (cumulative count 10542)`; each
+/// line's requests are its cumulative count less the previous line's, all at
+/// its latency (the upper end of an HDR bucket).
+pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64), String> {
+    let mut h = Histogram::default();
+    let mut in_table = false;
+    let mut last = 0u64;
+    let mut seen_any = false;
+    // Progress lines end in '\r', not '\n'.
+    for line in out.split(['\n', '\r']).map(str::trim) {
+        if line.starts_with("Latency by percentile distribution") {
+            in_table = true;
+            continue;
+        }
+        if !in_table {
+            continue;
+        }
+        if line.is_empty() {
+            if seen_any {
+                break;
+            }
+            continue;
+        }
+        let parsed = (|| {
+            let (_, rest) = line.split_once("<=")?;
+            let mut words = rest.split_whitespace();
+            let ms: f64 = words.next()?.parse().ok()?;
+            let count: u64 =
+                rest.split("cumulative count").nth(1)?.trim().trim_end_matches(')').parse().ok()?;
+            Some((ms, count))
+        })();
+        let Some((ms, count)) = parsed else {
+            return Err(format!("redis-benchmark: unexpected line in its latency table: {line:?}"));
+        };
+        if count < last {
+            return Err(format!("redis-benchmark: cumulative count goes down at {line:?}"));
+        }
+        h.add((ms * 1000.0).round() as u64, count - last);
+        last = count;
+        seen_any = true;
+    }
+    if !seen_any {
+        let tail: Vec<&str> = out.lines().rev().take(3).collect();
+        return Err(format!(
+            "redis-benchmark printed no latency distribution (last lines: {tail:?})"
+        ));
+    }
+    Ok((h, last))
+}
+
+/// A `pgbench -l` per-transaction log (`client tx latency_us script epoch
+/// epoch_us [lag_us]`) as a histogram of latencies, and its count. Skipped
+/// transactions (`skipped` in the latency field, with `--latency-limit`)
+/// are refused: the benchmark does not use that option.
+pub fn pgbench_log_histogram(text: &str) -> Result<(Histogram, u64), String> {
+    let mut h = Histogram::default();
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let us = fields
+            .get(2)
+            .and_then(|f| f.parse::<u64>().ok())
+            .filter(|_| fields.len() >= 6)
+            .ok_or_else(|| format!("line {}: not a pgbench transaction line: {line:?}", i + 1))?;
+        h.add(us, 1);
+        n += 1;
+    }
+    Ok((h, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REDIS: &str = "\rGET: rps=0.0 (overall: nan) avg_msec=nan (overall: nan)\r\
+====== GET ======
+  1000 requests completed in 0.05 seconds
+  4 parallel clients
+
+Latency by percentile distribution:
+0.000% <= 0.047 milliseconds (cumulative count 1)
+50.000% <= 0.095 milliseconds (cumulative count 600)
+99.000% <= 0.191 milliseconds (cumulative count 990)
+100.000% <= 0.567 milliseconds (cumulative count 1000)
+
+Cumulative distribution of latencies:
+100.000% <= 0.607 milliseconds (cumulative count 1000)
+";
+
+    #[test]
+    fn a_redis_benchmark_table_becomes_a_histogram() {
+        let (h, n) = redis_benchmark_histogram(REDIS).expect("parses");
+        assert_eq!((n, h.total()), (1000, 1000));
+        assert_eq!(h.percentile_ms(0.5), Some(0.095));
+        assert_eq!(h.percentile_ms(0.99), Some(0.191));
+        assert_eq!(h.percentile_ms(0.999), Some(0.567));
+    }
+
+    #[test]
+    fn odd_driver_output_is_refused_with_the_line() {
+        let e = redis_benchmark_histogram("nothing here\n").expect_err("no table");
+        assert!(e.contains("no latency distribution"), "{e}");
+        let bad = "Latency by percentile distribution:\n50% <= fast\n";
+        assert!(redis_benchmark_histogram(bad).expect_err("bad").contains("fast"));
+        let down = "Latency by percentile distribution:\n\
+                    1% <= 1 milliseconds (cumulative count 5)\n\
+                    2% <= 2 milliseconds (cumulative count 3)\n";
+        assert!(redis_benchmark_histogram(down).expect_err("down").contains("goes down"));
+        let e = pgbench_log_histogram("0 1 250 0 1700000000 1\n0 2 x 0 1 1\n").expect_err("x");
+        assert!(e.starts_with("line 2:"), "{e}");
+    }
+
+    #[test]
+    fn pgbench_logs_and_merging() {
+        let (a, n) = pgbench_log_histogram("0 1 100 0 1 1\n1 1 300 0 1 2\n").expect("parses");
+        let (b, _) = pgbench_log_histogram("0 2 200 0 1 3 0\n").expect("with lag");
+        assert_eq!(n, 2);
+        let mut all = a.clone();
+        all.merge(&b);
+        assert_eq!(all.total(), 3);
+        assert_eq!(all.percentile_ms(0.5), Some(0.2));
+        assert_eq!(all.percentile_ms(1.0), Some(0.3));
+        assert_eq!(Histogram::default().percentile_ms(0.5), None);
+    }
+}

@@ -1,0 +1,832 @@
+//! `overbook bench colocation`: production services and a best-effort job
+//! stream on one machine, under each of the memory managers operators use,
+//! in one run (000 §5's comparison, on a real node).
+//!
+//! The node is the whole machine: earlyoom and the kernel's OOM killer
+//! watch all of it, so the benchmark is meant for a machine (or VM, see
+//! `scripts/vm`) of its own, with swap. Every scene runs the same script:
+//!
+//! * production is Debian's Redis (`redis-benchmark` GETs over its data, a
+//!   round a second) and PostgreSQL (`pgbench -S`, throttled, its tables in
+//!   the page cache), each in its container, both reserved at their peak;
+//! * from 35% to 70% of the scene Redis takes in a cache fill that brings
+//!   production up to its reservation, then drops it;
+//! * best-effort work is a seeded stream of hash-chain jobs
+//!   ([`batch::job_stream`]), kept queued the whole scene, retried from
+//!   scratch when killed;
+//! * the policies differ only in who admits and who takes memory back:
+//!   `isolated` (no best-effort work: the reference), `static` (best-effort
+//!   only in unreserved memory), `kernel` (oversubscribed, the kernel's OOM
+//!   killer only), `earlyoom`, `threshold` (000's Kuber), and overbook's
+//!   agent with its built-in policy, killing (`overbook-kill`) or with 004's
+//!   adaptive checkpointing (`overbook-adaptive`).
+//!
+//! Every scene makes its own node cgroup and removes it, with every process
+//! and file, on error paths too.
+
+pub mod batch;
+pub mod latency;
+pub mod services;
+
+use super::{BenchNode, MIB};
+use crate::agent::Agent;
+use crate::config::AgentConfig;
+use crate::events::{Event, EventLog};
+use crate::tasks::RunRequest;
+use batch::{Admission, BatchCounts, BeJob, MemInfo, Runner};
+use overbook_core::{Class, Time};
+use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
+use serde::Serialize;
+use services::{Measured, Programs, ServiceSizes, Templates};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The managers compared.
+pub const POLICIES: [&str; 7] =
+    ["isolated", "static", "kernel", "earlyoom", "threshold", "overbook-kill", "overbook-adaptive"];
+
+/// How the benchmark runs.
+#[derive(Clone, Debug)]
+pub struct ColocationPlan {
+    /// The overbook binary (best-effort jobs run its chain workload).
+    pub overbook: PathBuf,
+    /// Where the run's directory is made (and removed).
+    pub scratch: PathBuf,
+    /// Where overbook's checkpoint images go; default: in the run's directory.
+    pub images: Option<PathBuf>,
+    pub seed: u64,
+    /// Length of each scene.
+    pub seconds: u64,
+    pub repeats: usize,
+    pub policies: Vec<String>,
+}
+
+/// A production service's figures in one scene.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServiceResult {
+    pub requests: u64,
+    /// Requests a second while the driver ran.
+    pub throughput: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl ServiceResult {
+    fn of(m: &Measured) -> ServiceResult {
+        ServiceResult {
+            requests: m.requests,
+            throughput: if m.busy_s > 0.0 { m.requests as f64 / m.busy_s } else { 0.0 },
+            p50_ms: m.latency.percentile_ms(0.50).unwrap_or(f64::NAN),
+            p99_ms: m.latency.percentile_ms(0.99).unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// One policy's scene.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SceneResult {
+    pub policy: String,
+    pub repeat: usize,
+    pub redis: ServiceResult,
+    pub postgres: ServiceResult,
+    pub batch: BatchCounts,
+    pub suspensions: usize,
+    pub checkpoints: usize,
+    pub restores: usize,
+    /// The kernel's OOM kills in the scene (`/proc/vmstat` `oom_kill`).
+    pub oom_kills: u64,
+    /// Seconds in which some production task stalled on memory (the
+    /// containers' PSI `some`, summed).
+    pub prod_stall_s: f64,
+    /// Seconds in which every task of the machine stalled on memory (PSI
+    /// `full`).
+    pub machine_full_stall_s: f64,
+    /// Seconds Redis took to take in the cache fill.
+    pub fill_s: f64,
+    /// Most swap in use at any look, bytes.
+    pub swap_peak: u64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ColocationReport {
+    pub seed: u64,
+    pub seconds: u64,
+    pub machine_memory: u64,
+    /// Memory the benchmark counts as the node's: available at start, less
+    /// what the drivers and the agent need.
+    pub capacity: u64,
+    /// Production's reservation (its peak); `static` runs best-effort work
+    /// only in `capacity` less this.
+    pub reserved: u64,
+    pub headroom: u64,
+    pub sizes: ServiceSizes,
+    pub pg_bytes: u64,
+    /// pgbench's rate, a share of what the node sustains alone.
+    pub pg_rate: f64,
+    pub redis_round: u64,
+    pub jobs: Vec<BeJob>,
+    pub scenes: Vec<SceneResult>,
+    pub summary: Vec<PolicySummary>,
+    pub earlyoom_args: Vec<String>,
+}
+
+/// A policy over its repeats, relative to `isolated` and `static`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PolicySummary {
+    pub policy: String,
+    pub redis_throughput: f64,
+    pub redis_p50: f64,
+    pub redis_p99: f64,
+    pub pg_throughput: f64,
+    pub pg_p50: f64,
+    pub pg_p99: f64,
+    /// Largest minus smallest over the repeats (0 with one).
+    pub redis_p99_spread: f64,
+    pub pg_p99_spread: f64,
+    pub be_completed: f64,
+    /// Best-effort work over `static`'s.
+    pub be_work: f64,
+    pub be_work_spread: f64,
+    pub lost_s: f64,
+    pub kills: f64,
+    pub suspensions: f64,
+    pub checkpoints: f64,
+    pub oom_kills: f64,
+    pub prod_stall_s: f64,
+}
+
+/// Sizes from the node's capacity: the shares the README explains.
+fn sizes(capacity: u64) -> ServiceSizes {
+    let c = capacity as f64;
+    ServiceSizes {
+        redis_base: (c * 0.04) as u64,
+        redis_burst: (c * 0.42) as u64,
+        pg_scale: ((c * 0.10) / (15.0 * MIB as f64)).round().max(1.0) as u32,
+    }
+}
+
+/// What the drivers, the benchmark and the agent themselves need.
+const OWN_MEMORY: u64 = 160 * MIB;
+/// Memory server processes take beyond their data.
+const SERVER_OVERHEAD: u64 = 64 * MIB;
+
+struct Run<'a> {
+    plan: &'a ColocationPlan,
+    programs: Programs,
+    dir: PathBuf,
+    be_chain: PathBuf,
+    templates: Templates,
+    capacity: u64,
+    reserved: u64,
+    headroom: u64,
+    jobs: Vec<BeJob>,
+    pg_rate: f64,
+    redis_round: u64,
+}
+
+/// Runs every policy `repeats` times; `say` hears progress.
+pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<ColocationReport, String> {
+    for p in &plan.policies {
+        if !POLICIES.contains(&p.as_str()) {
+            return Err(format!("unknown policy {p:?} (one of {})", POLICIES.join(", ")));
+        }
+    }
+    let programs = Programs::find()?;
+    let swaps = std::fs::read_to_string("/proc/swaps").map_err(|e| format!("/proc/swaps: {e}"))?;
+    if swaps.lines().count() < 2 {
+        return Err("no swap: the comparison needs a machine with swap (scripts/vm gives its \
+                    guest zram)"
+            .into());
+    }
+    let mem = MemInfo::read()?;
+    let capacity = mem.available.saturating_sub(OWN_MEMORY);
+    if capacity < 512 * MIB {
+        return Err(format!(
+            "{} MiB available: the comparison needs 672 MiB at least",
+            mem.available / MIB
+        ));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("overbook-colocation-")
+        .tempdir_in(&plan.scratch)
+        .map_err(|e| format!("a directory in {}: {e}", plan.scratch.display()))?;
+    // Others (the postgres account) walk through it to their directories.
+    std::fs::set_permissions(scratch.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|e| format!("{}: {e}", scratch.path().display()))?;
+    let dir = scratch.path().to_path_buf();
+    let be_chain = dir.join("be-chain");
+    std::os::unix::fs::symlink(&plan.overbook, &be_chain)
+        .map_err(|e| format!("{}: {e}", be_chain.display()))?;
+    let sizes = sizes(capacity);
+    say(&format!(
+        "machine {} MiB, node capacity {} MiB; templates of the services",
+        mem.total / MIB,
+        capacity / MIB
+    ));
+    let templates = {
+        let mut node = BenchNode::new(&node_name("template"), None)?;
+        Templates::make(&programs, &mut node, &dir.join("templates"), sizes, say)?
+    };
+    let reserved = sizes.redis_base + sizes.redis_burst + templates.pg_bytes + 2 * SERVER_OVERHEAD;
+    let (pg_rate, redis_round) = calibrate(&programs, &templates, &dir, say)?;
+    let mut run = Run {
+        plan,
+        programs,
+        dir: dir.clone(),
+        be_chain,
+        templates,
+        capacity,
+        reserved,
+        headroom: capacity / 10,
+        jobs: batch::job_stream(plan.seed, 400, capacity),
+        pg_rate,
+        redis_round,
+    };
+    let mut scenes = Vec::new();
+    for repeat in 0..plan.repeats {
+        for policy in &plan.policies {
+            say(&format!("{policy} (repeat {}/{}): {} s", repeat + 1, plan.repeats, plan.seconds));
+            let r = run.scene(policy, repeat, say)?;
+            say(&format!(
+                "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms, \
+                 {} jobs done, {} kills",
+                r.redis.throughput,
+                r.redis.p99_ms,
+                r.postgres.throughput,
+                r.postgres.p99_ms,
+                r.batch.completed,
+                r.batch.kills
+            ));
+            scenes.push(r);
+        }
+    }
+    let summary = summarize(&plan.policies, &scenes);
+    run.jobs.truncate(scenes.iter().map(|s| s.batch.started).max().unwrap_or(0));
+    Ok(ColocationReport {
+        seed: plan.seed,
+        seconds: plan.seconds,
+        machine_memory: mem.total,
+        capacity,
+        reserved: run.reserved,
+        headroom: run.headroom,
+        sizes,
+        pg_bytes: run.templates.pg_bytes,
+        pg_rate,
+        redis_round,
+        jobs: run.jobs,
+        scenes,
+        summary,
+        earlyoom_args: earlyoom_args(),
+    })
+}
+
+fn node_name(what: &str) -> String {
+    format!("overbook-colocation-{}-{what}", std::process::id())
+}
+
+/// Production alone, unthrottled, once: pgbench's rate is half of what it
+/// reaches, and a Redis round is as many GETs as take about a third of a
+/// second.
+fn calibrate(
+    programs: &Programs,
+    templates: &Templates,
+    dir: &Path,
+    say: &mut dyn FnMut(&str),
+) -> Result<(f64, u64), String> {
+    let mut node = BenchNode::new(&node_name("calibrate"), None)?;
+    let scene = dir.join("calibrate");
+    let (redis, pg) = templates.start(programs, &mut node, &scene)?;
+    let tps = services::pg_capacity(programs, &pg, 5)?;
+    let started = Instant::now();
+    let probe = 2000;
+    services::output(
+        Command::new(&programs.redis_benchmark).arg("-s").arg(&redis.socket).args([
+            "-q",
+            "-t",
+            "get",
+            "-c",
+            "4",
+            "-n",
+            &probe.to_string(),
+        ]),
+        "redis-benchmark (calibration)",
+    )?;
+    let per_s = probe as f64 / started.elapsed().as_secs_f64().max(1e-3);
+    let round = ((per_s / 3.0) as u64).clamp(200, 100_000);
+    say(&format!(
+        "alone: pgbench -S {tps:.0} tx/s (throttled to half), Redis ~{per_s:.0} GET/s \
+         (rounds of {round})"
+    ));
+    drop(node);
+    let _ = std::fs::remove_dir_all(&scene);
+    Ok((tps / 2.0, round))
+}
+
+/// earlyoom's settings: act at 10% available (Kuber's line) whatever the
+/// swap (`-s 100`: by default it also waits for swap to fall below 10%,
+/// and zram swap would let production thrash first); best-effort jobs
+/// first, production and the benchmark's own programs never.
+fn earlyoom_args() -> Vec<String> {
+    [
+        "-m",
+        "10",
+        "-s",
+        "100",
+        "-r",
+        "0",
+        "--prefer",
+        "^be-chain$",
+        "--avoid",
+        "^(redis-server|postgres|pgbench|redis-benchmark|redis-cli|overbook)$",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Who manages best-effort work in a scene.
+enum Manager {
+    None,
+    Peer(Box<Runner>, Option<Child>),
+    Overbook(Box<OverbookScene>),
+}
+
+impl Run<'_> {
+    fn scene(
+        &mut self,
+        policy: &str,
+        repeat: usize,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<SceneResult, String> {
+        let mut node = BenchNode::new(&node_name(policy), None)?;
+        let dir = self.dir.join(format!("{policy}-{repeat}"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (redis, pg) = self.templates.start(&self.programs, &mut node, &dir)?;
+        let p = &self.programs;
+        let snapshot = Admission::Snapshot { headroom: self.headroom };
+        let runner = |admission, killer| {
+            Box::new(Runner::new(
+                self.jobs.clone(),
+                admission,
+                killer,
+                &self.be_chain,
+                &p.chrt,
+                &p.choom,
+            ))
+        };
+        let mut manager = match policy {
+            "isolated" => Manager::None,
+            "static" => Manager::Peer(
+                runner(
+                    Admission::Static { be_bytes: self.capacity.saturating_sub(self.reserved) },
+                    false,
+                ),
+                None,
+            ),
+            "kernel" => Manager::Peer(runner(snapshot, false), None),
+            "threshold" => Manager::Peer(runner(snapshot, true), None),
+            "earlyoom" => {
+                let child = Command::new(&p.earlyoom)
+                    .args(earlyoom_args())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("cannot start earlyoom: {e}"))?;
+                Manager::Peer(runner(snapshot, false), Some(child))
+            }
+            _ => Manager::Overbook(Box::new(OverbookScene::new(
+                &node,
+                policy,
+                &dir,
+                self.plan.images.as_deref(),
+                self.capacity,
+                self.headroom,
+            )?)),
+        };
+        let logs = dir.join("pgbench");
+        std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        let oom0 = vmstat("oom_kill");
+        let full0 = psi_total(Path::new("/proc/pressure/memory"), "full");
+        let prod_psi = |node: &BenchNode| -> f64 {
+            [&redis.container, &pg.container]
+                .iter()
+                .map(|c| psi_total(&node.dir(Some(c)).join("memory.pressure"), "some"))
+                .sum()
+        };
+        let stall0 = prod_psi(&node);
+        let stop = Arc::new(AtomicBool::new(false));
+        let redis_load = services::redis_load(
+            p,
+            &redis,
+            self.templates.redis_keys,
+            self.redis_round,
+            stop.clone(),
+        );
+        let pg_load = services::pg_load(p, &pg, self.pg_rate, self.plan.seconds, &logs);
+        let start = Instant::now();
+        let span = Duration::from_secs(self.plan.seconds);
+        let mut fill: Option<(Child, Instant)> = None;
+        let (mut fill_s, mut filled, mut swap_peak) = (f64::NAN, false, 0u64);
+        let mut result = SceneResult { policy: policy.into(), repeat, ..SceneResult::default() };
+        while start.elapsed() < span {
+            let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
+            let mem = MemInfo::read()?;
+            swap_peak = swap_peak.max(swap_used().unwrap_or(0));
+            match &mut manager {
+                Manager::None => {}
+                Manager::Peer(r, _) => r.tick(&mut node, &mem)?,
+                Manager::Overbook(o) => o.tick(start, &self.jobs, &self.be_chain, p)?,
+            }
+            if fill.is_none() && !filled && t >= 0.35 {
+                let child = redis
+                    .fill_command(p, self.templates.sizes.redis_burst)
+                    .spawn()
+                    .map_err(|e| format!("cannot start the Redis cache fill: {e}"))?;
+                say(&format!(
+                    "{policy}: Redis cache fill at {:.0} s",
+                    start.elapsed().as_secs_f64()
+                ));
+                fill = Some((child, Instant::now()));
+            }
+            if let Some((child, began)) = &mut fill {
+                if let Ok(Some(_)) = child.try_wait() {
+                    fill_s = began.elapsed().as_secs_f64();
+                }
+            }
+            if !filled && t >= 0.70 {
+                if let Some((mut child, began)) = fill.take() {
+                    // The fill is production's: it gets to finish.
+                    let _ = child.wait();
+                    if fill_s.is_nan() {
+                        fill_s = began.elapsed().as_secs_f64();
+                    }
+                }
+                redis.drop_fill(p)?;
+                filled = true;
+                say(&format!(
+                    "{policy}: Redis fill dropped at {:.0} s",
+                    start.elapsed().as_secs_f64()
+                ));
+            }
+            // The managers' own period (100 ms: the threshold killer's).
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let redis_m = redis_load.join().map_err(|_| "the Redis driver panicked")??;
+        let pg_m = pg_load.join().map_err(|_| "the PostgreSQL driver panicked")??;
+        result.redis = ServiceResult::of(&redis_m);
+        result.postgres = ServiceResult::of(&pg_m);
+        result.prod_stall_s = (prod_psi(&node) - stall0).max(0.0);
+        result.machine_full_stall_s =
+            (psi_total(Path::new("/proc/pressure/memory"), "full") - full0).max(0.0);
+        result.oom_kills = vmstat("oom_kill").saturating_sub(oom0);
+        result.fill_s = fill_s;
+        result.swap_peak = swap_peak;
+        match manager {
+            Manager::None => {}
+            Manager::Peer(mut r, earlyoom) => {
+                if let Some(mut e) = earlyoom {
+                    let _ = e.kill();
+                    let _ = e.wait();
+                }
+                r.stop(&mut node);
+                result.batch = r.counts.clone();
+            }
+            Manager::Overbook(o) => o.finish(&mut result, &self.jobs),
+        }
+        drop(node);
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(result)
+    }
+}
+
+/// overbook's agent on the scene's node, the job stream submitted to it.
+struct OverbookScene {
+    agent: Agent<Box<dyn NodeCgroups>>,
+    submitted: usize,
+    /// Jobs the kernel killed under the agent (it retries only its own
+    /// kills): resubmitted under a new name.
+    retries: u32,
+    kernel_kills: usize,
+}
+
+impl OverbookScene {
+    fn new(
+        node: &BenchNode,
+        policy: &str,
+        dir: &Path,
+        images: Option<&Path>,
+        capacity: u64,
+        headroom: u64,
+    ) -> Result<OverbookScene, String> {
+        let preemptor = policy.strip_prefix("overbook-").unwrap_or(policy);
+        let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
+        let text = format!(
+            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
+             [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
+             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
+             [[classes]]\npattern = \"prod-*\"\nclass = \"production\"\n\
+             [policy.launcher]\nheadroom = {:.4}\n\
+             [policy.preemptor]\nkind = \"{preemptor}\"\n\
+             [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
+            node.root.as_str(),
+            dir.join("tasks").display(),
+            headroom as f64 / capacity as f64,
+            images.display(),
+        );
+        let cfg = AgentConfig::parse(&text, "bench colocation").map_err(|e| e.to_string())?;
+        let cg = host_cgroups(&HostSupport::probe()).map_err(|e| e.to_string())?;
+        let mut agent =
+            Agent::new(&cfg, cg, EventLog::in_memory(200_000)).map_err(|e| e.to_string())?;
+        agent.note_checkpoint_support(Time::ZERO);
+        Ok(OverbookScene { agent, submitted: 0, retries: 0, kernel_kills: 0 })
+    }
+
+    fn tick(
+        &mut self,
+        start: Instant,
+        jobs: &[BeJob],
+        be_chain: &Path,
+        p: &Programs,
+    ) -> Result<(), String> {
+        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        if self.submitted == 0 {
+            // The whole stream at once: the launcher's queue holds it.
+            for j in jobs {
+                self.submit(now, j, &j.name, be_chain, p)?;
+            }
+            self.submitted = jobs.len();
+        }
+        let from = self.agent.events().recent().count();
+        self.agent.tick(now).map_err(|e| e.to_string())?;
+        let failed: Vec<String> = self
+            .agent
+            .events()
+            .recent()
+            .skip(from)
+            .filter(|e| e.kind == "finished" && e.detail["status"] != "exit status: 0")
+            .map(|e| task_of(e).to_string())
+            .collect();
+        for name in failed {
+            let base = job_of(&name);
+            if let Some(j) = jobs.iter().find(|j| j.name == base) {
+                self.retries += 1;
+                self.kernel_kills += 1;
+                let renamed = format!("{base}-r{}", self.retries);
+                self.submit(now, j, &renamed, be_chain, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(
+        &mut self,
+        now: Time,
+        job: &BeJob,
+        name: &str,
+        be_chain: &Path,
+        p: &Programs,
+    ) -> Result<(), String> {
+        let req = RunRequest {
+            name: name.into(),
+            class: Class::BestEffort,
+            mem_peak: Some(job.peak()),
+            job: Some(job.name.clone()),
+            weight: None,
+            command: batch::command(job, be_chain, &p.chrt, &p.choom),
+            cwd: None,
+        };
+        self.agent.submit(now, req).map(drop).map_err(|e| format!("{name}: {e}"))
+    }
+
+    fn finish(self, r: &mut SceneResult, jobs: &[BeJob]) {
+        let events: Vec<Event> = self.agent.events().recent().cloned().collect();
+        drop(self.agent);
+        for e in &events {
+            match e.kind.as_str() {
+                "finished" if e.detail["status"] == "exit status: 0" => {
+                    let base = job_of(task_of(e));
+                    if let Some(j) = jobs.iter().find(|j| j.name == base) {
+                        r.batch.completed += 1;
+                        r.batch.work_mib_steps += j.size / MIB * u64::from(j.steps);
+                    }
+                }
+                "started" if task_of(e).starts_with("be-") => r.batch.started += 1,
+                "preempted" => match e.detail["how"].as_str().unwrap_or("") {
+                    "kill" => {
+                        r.batch.kills += 1;
+                        r.batch.lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
+                    }
+                    h if h.contains("checkpoint") => r.checkpoints += 1,
+                    _ => r.suspensions += 1,
+                },
+                "resumed" if e.detail["how"] == "restore" => r.restores += 1,
+                _ => {}
+            }
+        }
+        r.batch.kills += self.kernel_kills;
+    }
+}
+
+/// The job a task runs: `be-3` for `be-3` and its retry `be-3-r1`.
+fn job_of(task: &str) -> &str {
+    task.split("-r").next().unwrap_or(task)
+}
+
+fn task_of(e: &Event) -> &str {
+    e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("")
+}
+
+/// A `/proc/vmstat` counter (0 when absent).
+fn vmstat(key: &str) -> u64 {
+    super::read_keyed(Path::new("/proc/vmstat"), key).unwrap_or(0)
+}
+
+/// Swap in use, from /proc/meminfo.
+fn swap_used() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        text.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((kib("SwapTotal:")?.saturating_sub(kib("SwapFree:")?)) * 1024)
+}
+
+/// A PSI file's `some` or `full` total, seconds (0 when unreadable).
+fn psi_total(path: &Path, line: &str) -> f64 {
+    let Ok(text) = std::fs::read_to_string(path) else { return 0.0 };
+    text.lines()
+        .find(|l| l.starts_with(line))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("total=")))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0.0, |us| us as f64 / 1e6)
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn spread(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.filter(|x| x.is_finite()).collect();
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        hi - lo
+    }
+}
+
+/// Each policy over its repeats: production against `isolated`'s mean,
+/// best-effort work against `static`'s.
+pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySummary> {
+    fn of<'a>(scenes: &'a [SceneResult], p: &'a str) -> impl Iterator<Item = &'a SceneResult> {
+        scenes.iter().filter(move |s| s.policy == p)
+    }
+    let of = |p: &'static str| of(scenes, p);
+    let base = |f: fn(&SceneResult) -> f64| mean(of("isolated").map(f));
+    let (rt, r50, r99) =
+        (base(|s| s.redis.throughput), base(|s| s.redis.p50_ms), base(|s| s.redis.p99_ms));
+    let (pt, p50, p99) =
+        (base(|s| s.postgres.throughput), base(|s| s.postgres.p50_ms), base(|s| s.postgres.p99_ms));
+    let static_work = mean(of("static").map(|s| s.batch.work_mib_steps as f64));
+    policies
+        .iter()
+        .map(|p| {
+            let m = |f: &dyn Fn(&SceneResult) -> f64| {
+                mean(scenes.iter().filter(|s| &s.policy == p).map(f))
+            };
+            let sp = |f: &dyn Fn(&SceneResult) -> f64| {
+                spread(scenes.iter().filter(|s| &s.policy == p).map(f))
+            };
+            PolicySummary {
+                policy: p.clone(),
+                redis_throughput: m(&|s| s.redis.throughput) / rt,
+                redis_p50: m(&|s| s.redis.p50_ms) / r50,
+                redis_p99: m(&|s| s.redis.p99_ms) / r99,
+                pg_throughput: m(&|s| s.postgres.throughput) / pt,
+                pg_p50: m(&|s| s.postgres.p50_ms) / p50,
+                pg_p99: m(&|s| s.postgres.p99_ms) / p99,
+                redis_p99_spread: sp(&|s| s.redis.p99_ms) / r99,
+                pg_p99_spread: sp(&|s| s.postgres.p99_ms) / p99,
+                be_completed: m(&|s| s.batch.completed as f64),
+                be_work: m(&|s| s.batch.work_mib_steps as f64) / static_work,
+                be_work_spread: sp(&|s| s.batch.work_mib_steps as f64) / static_work,
+                lost_s: m(&|s| s.batch.lost_s),
+                kills: m(&|s| s.batch.kills as f64),
+                suspensions: m(&|s| s.suspensions as f64),
+                checkpoints: m(&|s| s.checkpoints as f64),
+                oom_kills: m(&|s| s.oom_kills as f64),
+                prod_stall_s: m(&|s| s.prod_stall_s),
+            }
+        })
+        .collect()
+}
+
+/// The report as a table.
+pub fn table(r: &ColocationReport) -> String {
+    let mut out = format!(
+        "seed {}, {} s a scene, node {} MiB (machine {} MiB), production reserved {} MiB, \
+         static best-effort {} MiB\n\
+         production relative to isolated (x: ratio; ±: spread over repeats), best-effort \
+         work relative to static\n",
+        r.seed,
+        r.seconds,
+        r.capacity / MIB,
+        r.machine_memory / MIB,
+        r.reserved / MIB,
+        r.capacity.saturating_sub(r.reserved) / MIB,
+    );
+    out.push_str(&format!(
+        "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8}\n",
+        "policy",
+        "redis t",
+        "r p50",
+        "r p99",
+        "pg t",
+        "pg p50",
+        "pg p99",
+        "BE ok",
+        "BE work",
+        "lost s",
+        "kills",
+        "susp",
+        "ckpt",
+        "oom",
+        "stall s"
+    ));
+    let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
+    for s in &r.summary {
+        out.push_str(&format!(
+            "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8}\n",
+            s.policy,
+            f(s.redis_throughput, 2),
+            f(s.redis_p50, 2),
+            format!("{}±{}", f(s.redis_p99, 2), f(s.redis_p99_spread, 2)),
+            f(s.pg_throughput, 2),
+            f(s.pg_p50, 2),
+            format!("{}±{}", f(s.pg_p99, 2), f(s.pg_p99_spread, 2)),
+            f(s.be_completed, 1),
+            format!("{}±{}", f(s.be_work, 2), f(s.be_work_spread, 2)),
+            f(s.lost_s, 1),
+            f(s.kills, 1),
+            f(s.suspensions, 1),
+            f(s.checkpoints, 1),
+            f(s.oom_kills, 1),
+            f(s.prod_stall_s, 1),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scene(policy: &str, p99: f64, work: u64) -> SceneResult {
+        SceneResult {
+            policy: policy.into(),
+            redis: ServiceResult { requests: 10, throughput: 100.0, p50_ms: 1.0, p99_ms: p99 },
+            postgres: ServiceResult { requests: 10, throughput: 50.0, p50_ms: 2.0, p99_ms: 4.0 },
+            batch: BatchCounts { work_mib_steps: work, ..BatchCounts::default() },
+            ..SceneResult::default()
+        }
+    }
+
+    #[test]
+    fn the_summary_is_relative_to_isolated_and_static() {
+        let policies: Vec<String> =
+            ["isolated", "static", "kernel"].iter().map(|s| s.to_string()).collect();
+        let scenes = [
+            scene("isolated", 2.0, 0),
+            scene("static", 2.0, 100),
+            scene("kernel", 5.0, 300),
+            scene("kernel", 3.0, 100),
+        ];
+        let s = summarize(&policies, &scenes);
+        assert_eq!(s[0].redis_p99, 1.0);
+        assert_eq!(s[2].redis_p99, 2.0);
+        assert_eq!(s[2].redis_p99_spread, 1.0);
+        assert_eq!(s[2].be_work, 2.0);
+        assert_eq!(s[2].be_work_spread, 2.0);
+        assert!(s[0].be_work == 0.0);
+    }
+
+    #[test]
+    fn sizes_follow_the_capacity() {
+        let s = sizes(1600 * MIB);
+        assert_eq!(s.pg_scale, 11);
+        assert!(s.redis_burst > 10 * s.redis_base);
+    }
+}

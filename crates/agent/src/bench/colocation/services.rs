@@ -1,0 +1,497 @@
+//! The production services of `bench colocation`: Debian's Redis and
+//! PostgreSQL, each in its own container under the node, and their load
+//! drivers (`redis-benchmark`, `pgbench`), which run outside the node as a
+//! client machine would.
+//!
+//! Both services start from a template made once per run (a Redis RDB file,
+//! a PostgreSQL data directory after `pgbench -i`), so every scene starts
+//! from the same data without paying for the load again.
+
+use super::super::{BenchNode, MIB};
+use super::latency::Histogram;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The Debian programs the benchmark runs, found at start.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    pub redis_server: PathBuf,
+    pub redis_cli: PathBuf,
+    pub redis_benchmark: PathBuf,
+    pub pg_bin: PathBuf,
+    pub pgbench: PathBuf,
+    pub pg_isready: PathBuf,
+    pub earlyoom: PathBuf,
+    pub setpriv: PathBuf,
+    pub choom: PathBuf,
+    pub chrt: PathBuf,
+}
+
+impl Programs {
+    /// Finds every program, or says which package brings the missing ones.
+    pub fn find() -> Result<Programs, String> {
+        let mut missing = Vec::new();
+        let mut at = |path: &str, package: &str| {
+            let p = PathBuf::from(path);
+            if !p.exists() {
+                missing.push(format!("{path} (Debian package {package})"));
+            }
+            p
+        };
+        let pg_bin =
+            newest_postgres().unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
+        let programs = Programs {
+            redis_server: at("/usr/bin/redis-server", "redis-server"),
+            redis_cli: at("/usr/bin/redis-cli", "redis-tools"),
+            redis_benchmark: at("/usr/bin/redis-benchmark", "redis-tools"),
+            pgbench: at("/usr/bin/pgbench", "postgresql-client"),
+            pg_isready: at("/usr/bin/pg_isready", "postgresql-client"),
+            earlyoom: at("/usr/bin/earlyoom", "earlyoom"),
+            setpriv: at("/usr/bin/setpriv", "util-linux"),
+            choom: at("/usr/bin/choom", "util-linux"),
+            chrt: at("/usr/bin/chrt", "util-linux"),
+            pg_bin: at(&pg_bin.display().to_string(), "postgresql"),
+        };
+        for tool in ["postgres", "initdb"] {
+            at(&programs.pg_bin.join(tool).display().to_string(), "postgresql");
+        }
+        if missing.is_empty() {
+            Ok(programs)
+        } else {
+            Err(format!("missing: {} (`scripts/vm install` installs them)", missing.join(", ")))
+        }
+    }
+}
+
+fn newest_postgres() -> Option<PathBuf> {
+    let mut versions: Vec<u32> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    versions.sort_unstable();
+    Some(PathBuf::from(format!("/usr/lib/postgresql/{}/bin", versions.last()?)))
+}
+
+/// Runs a command to its end; its stdout, or an error with its stderr.
+pub fn output(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out =
+        cmd.stdin(Stdio::null()).output().map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(format!("{what}: {} ({})", out.status, tail.join(" / ")));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits until `ready` holds (a service answering), at most `within`.
+fn until(within: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    while !ready() {
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not ready within {within:?}"));
+        }
+        // Polling a server that is starting: there is nothing to wait on.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// The `postgres` account's uid and gid, from /etc/passwd.
+fn postgres_ids() -> Result<(u32, u32), String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").map_err(|e| format!("/etc/passwd: {e}"))?;
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.first() == Some(&"postgres") && f.len() > 3)
+                .then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+        })
+        .ok_or_else(|| {
+            "no `postgres` account in /etc/passwd (Debian package postgresql makes it)".into()
+        })
+}
+
+fn chown_tree(dir: &Path, uid: u32, gid: u32) -> Result<(), String> {
+    std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+        .map_err(|e| format!("chown {}: {e}", dir.display()))?;
+    if dir.is_dir() {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+            chown_tree(&e.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// How big the services are.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct ServiceSizes {
+    /// Redis's always-present data set (what the GET load reads).
+    pub redis_base: u64,
+    /// The cache fill Redis takes in and drops again mid-scene.
+    pub redis_burst: u64,
+    /// `pgbench -i` scale (about 15 MiB of tables and indexes each).
+    pub pg_scale: u32,
+}
+
+/// Redis's value size: big values make the fill fast under emulation.
+const BURST_VALUE: u64 = 16 * 1024;
+const BASE_VALUE: u64 = 1024;
+
+/// The data both services start each scene from.
+#[derive(Debug)]
+pub struct Templates {
+    dir: PathBuf,
+    pub sizes: ServiceSizes,
+    /// The node's base keys (`key:000000000000` ..).
+    pub redis_keys: u64,
+    /// The PostgreSQL data directory's size, bytes.
+    pub pg_bytes: u64,
+}
+
+impl Templates {
+    /// Makes them in `dir` (a fresh directory), with services started in
+    /// `node` and stopped again.
+    pub fn make(
+        programs: &Programs,
+        node: &mut BenchNode,
+        dir: &Path,
+        sizes: ServiceSizes,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<Templates, String> {
+        let redis_keys = (sizes.redis_base / BASE_VALUE).max(1000);
+        say(&format!("template: Redis with {redis_keys} keys of {BASE_VALUE} bytes"));
+        let rdir = dir.join("redis");
+        std::fs::create_dir_all(&rdir).map_err(|e| format!("{}: {e}", rdir.display()))?;
+        let redis = Redis::start(programs, node, &rdir, None)?;
+        // Random keys over the key space: three times as many SETs leave
+        // 95% of the keys present, in redis-benchmark's own key format.
+        output(
+            Command::new(&programs.redis_benchmark)
+                .arg("-s")
+                .arg(&redis.socket)
+                .args(["-q", "-P", "32", "-c", "2", "-t", "set", "-d", &BASE_VALUE.to_string()])
+                .args(["-r", &redis_keys.to_string(), "-n", &(3 * redis_keys).to_string()]),
+            "redis-benchmark (template fill)",
+        )?;
+        redis.cli(programs, &["SAVE"])?;
+        node.drop_container(&redis.container);
+        say(&format!("template: PostgreSQL, pgbench scale {}", sizes.pg_scale));
+        let (uid, gid) = postgres_ids()?;
+        let pdir = dir.join("pg");
+        std::fs::create_dir_all(&pdir).map_err(|e| format!("{}: {e}", pdir.display()))?;
+        chown_tree(&pdir, uid, gid)?;
+        output(
+            Command::new(&programs.setpriv)
+                .args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+                .arg(programs.pg_bin.join("initdb"))
+                .args(["-D"])
+                .arg(pdir.join("data"))
+                .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]),
+            "initdb",
+        )?;
+        let pg = Postgres::start(programs, node, &pdir, &pdir.join("data"))?;
+        output(
+            Command::new(&programs.pgbench)
+                .args(["-i", "-q", "-s", &sizes.pg_scale.to_string()])
+                .args(pg.connection())
+                .arg("postgres"),
+            "pgbench -i",
+        )?;
+        pg.stop(programs)?;
+        node.drop_container(&pg.container);
+        let pg_bytes = dir_size(&pdir.join("data"));
+        say(&format!("template: PostgreSQL data {} MiB", pg_bytes / MIB));
+        Ok(Templates { dir: dir.to_path_buf(), sizes, redis_keys, pg_bytes })
+    }
+
+    /// Starts both services for a scene in `scene` (a fresh directory).
+    pub fn start(
+        &self,
+        programs: &Programs,
+        node: &mut BenchNode,
+        scene: &Path,
+    ) -> Result<(Redis, Postgres), String> {
+        let rdir = scene.join("redis");
+        std::fs::create_dir_all(&rdir).map_err(|e| format!("{}: {e}", rdir.display()))?;
+        let redis = Redis::start(programs, node, &rdir, Some(&self.dir.join("redis")))?;
+        let pdir = scene.join("pg");
+        let (uid, gid) = postgres_ids()?;
+        output(
+            Command::new("cp").arg("-a").arg(self.dir.join("pg")).arg(&pdir),
+            "copying the PostgreSQL template",
+        )?;
+        chown_tree(&pdir, uid, gid)?;
+        let pg = Postgres::start(programs, node, &pdir, &pdir.join("data"))?;
+        Ok((redis, pg))
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// A Redis server in container `prod-redis`, on a unix socket.
+#[derive(Debug)]
+pub struct Redis {
+    pub socket: PathBuf,
+    pub container: overbook_linux::ContainerPath,
+}
+
+impl Redis {
+    /// Starts it in `dir`, loading `rdb_dir/dump.rdb` when given.
+    fn start(
+        programs: &Programs,
+        node: &mut BenchNode,
+        dir: &Path,
+        rdb_dir: Option<&Path>,
+    ) -> Result<Redis, String> {
+        let socket = dir.join("redis.sock");
+        let data_dir = rdb_dir.unwrap_or(dir);
+        let args: Vec<String> = vec![
+            "-n".into(),
+            "-997".into(),
+            "--".into(),
+            programs.redis_server.display().to_string(),
+            "--port".into(),
+            "0".into(),
+            "--unixsocket".into(),
+            socket.display().to_string(),
+            "--unixsocketperm".into(),
+            "700".into(),
+            // Reads the template's dump at start, never writes one.
+            "--dir".into(),
+            data_dir.display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--databases".into(),
+            "2".into(),
+        ];
+        node.spawn_quiet("prod-redis", &programs.choom.display().to_string(), &args)?;
+        let container = node.container("prod-redis")?;
+        let r = Redis { socket, container };
+        until(Duration::from_secs(120), "redis-server", || {
+            r.cli(programs, &["PING"]).is_ok_and(|o| o.trim() == "PONG")
+        })?;
+        Ok(r)
+    }
+
+    pub fn cli(&self, programs: &Programs, args: &[&str]) -> Result<String, String> {
+        output(
+            Command::new(&programs.redis_cli).arg("-s").arg(&self.socket).args(args),
+            &format!("redis-cli {}", args.join(" ")),
+        )
+    }
+
+    /// The cache fill: `bytes` of new keys in database 1.
+    pub fn fill_command(&self, programs: &Programs, bytes: u64) -> Command {
+        let n = (bytes / BURST_VALUE).max(1);
+        let mut c = Command::new(&programs.redis_benchmark);
+        c.arg("-s")
+            .arg(&self.socket)
+            .args(["-q", "--dbnum", "1", "-P", "16", "-c", "2", "-t", "set"])
+            .args(["-d", &BURST_VALUE.to_string(), "-r", "1000000000", "-n", &n.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    /// Drops the fill and gives its memory back to the kernel.
+    pub fn drop_fill(&self, programs: &Programs) -> Result<(), String> {
+        self.cli(programs, &["-n", "1", "FLUSHDB"])?;
+        self.cli(programs, &["MEMORY", "PURGE"])?;
+        Ok(())
+    }
+}
+
+/// A PostgreSQL server in container `prod-pg`, on a unix socket directory.
+#[derive(Debug)]
+pub struct Postgres {
+    socket_dir: PathBuf,
+    data: PathBuf,
+    pub container: overbook_linux::ContainerPath,
+}
+
+impl Postgres {
+    fn start(
+        programs: &Programs,
+        node: &mut BenchNode,
+        socket_dir: &Path,
+        data: &Path,
+    ) -> Result<Postgres, String> {
+        let args: Vec<String> = [
+            "-n",
+            "-997",
+            "--",
+            &programs.setpriv.display().to_string(),
+            "--reuid=postgres",
+            "--regid=postgres",
+            "--init-groups",
+            &programs.pg_bin.join("postgres").display().to_string(),
+            "-D",
+            &data.display().to_string(),
+            "-k",
+            &socket_dir.display().to_string(),
+            "-c",
+            "listen_addresses=",
+            // Small shared buffers: the working set lives in the page
+            // cache, where the kernel can take it (000 §5.4).
+            "-c",
+            "shared_buffers=16MB",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "max_connections=20",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        node.spawn_quiet("prod-pg", &programs.choom.display().to_string(), &args)?;
+        let container = node.container("prod-pg")?;
+        let pg =
+            Postgres { socket_dir: socket_dir.to_path_buf(), data: data.to_path_buf(), container };
+        until(Duration::from_secs(180), "postgres", || {
+            Command::new(&programs.pg_isready)
+                .args(pg.connection())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })?;
+        Ok(pg)
+    }
+
+    /// `pgbench`/`psql` arguments that reach it.
+    pub fn connection(&self) -> Vec<String> {
+        vec!["-h".into(), self.socket_dir.display().to_string(), "-U".into(), "postgres".into()]
+    }
+
+    fn stop(&self, programs: &Programs) -> Result<(), String> {
+        output(
+            Command::new(&programs.setpriv)
+                .args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+                .arg(programs.pg_bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-m", "fast", "-w", "stop"]),
+            "pg_ctl stop",
+        )
+        .map(drop)
+    }
+}
+
+/// What a load driver measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    pub requests: u64,
+    /// Seconds the driver was sending requests.
+    pub busy_s: f64,
+    pub latency: Histogram,
+}
+
+/// Redis's load: `redis-benchmark` GETs over the base keys in rounds of
+/// `per_round` requests, one round a second (a service with idle time, so
+/// best-effort work has CPU to run on), until stopped.
+pub fn redis_load(
+    programs: &Programs,
+    redis: &Redis,
+    keys: u64,
+    per_round: u64,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Result<Measured, String>> {
+    let (bench, socket) = (programs.redis_benchmark.clone(), redis.socket.clone());
+    std::thread::spawn(move || {
+        let mut m = Measured::default();
+        while !stop.load(Ordering::Relaxed) {
+            let round = Instant::now();
+            let out = output(
+                Command::new(&bench)
+                    .arg("-s")
+                    .arg(&socket)
+                    .args(["-t", "get", "-c", "4", "-r", &keys.to_string()])
+                    .args(["-n", &per_round.to_string()]),
+                "redis-benchmark (GET load)",
+            )?;
+            let (h, n) = super::latency::redis_benchmark_histogram(&out)?;
+            m.busy_s += round.elapsed().as_secs_f64();
+            m.requests += n;
+            m.latency.merge(&h);
+            // The pace of the load, not a wait for an event.
+            std::thread::sleep(Duration::from_secs(1).saturating_sub(round.elapsed()));
+        }
+        Ok(m)
+    })
+}
+
+/// PostgreSQL's load: `pgbench -S` (read-only) throttled to `rate`
+/// transactions a second for `seconds`, every transaction's latency logged
+/// (from its scheduled start, so a stall counts in full).
+pub fn pg_load(
+    programs: &Programs,
+    pg: &Postgres,
+    rate: f64,
+    seconds: u64,
+    logs: &Path,
+) -> JoinHandle<Result<Measured, String>> {
+    let mut cmd = Command::new(&programs.pgbench);
+    cmd.args(["-S", "-n", "-c", "4", "-j", "2"])
+        .args(["-R", &format!("{rate:.0}"), "-T", &seconds.to_string()])
+        .arg("-l")
+        .arg(format!("--log-prefix={}", logs.join("pgbench").display()))
+        .args(pg.connection())
+        .arg("postgres");
+    let logs = logs.to_path_buf();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        output(&mut cmd, "pgbench (select-only load)")?;
+        let busy_s = started.elapsed().as_secs_f64();
+        let mut m = Measured { busy_s, ..Measured::default() };
+        let entries = std::fs::read_dir(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        for e in entries.filter_map(Result::ok) {
+            if e.file_name().to_string_lossy().starts_with("pgbench") {
+                let text = std::fs::read_to_string(e.path())
+                    .map_err(|err| format!("{}: {err}", e.path().display()))?;
+                let (h, n) = super::latency::pgbench_log_histogram(&text)
+                    .map_err(|err| format!("{}: {err}", e.path().display()))?;
+                m.requests += n;
+                m.latency.merge(&h);
+            }
+        }
+        Ok(m)
+    })
+}
+
+/// The highest rate `pgbench -S` reaches on the node alone, for throttling.
+pub fn pg_capacity(programs: &Programs, pg: &Postgres, seconds: u64) -> Result<f64, String> {
+    let out = output(
+        Command::new(&programs.pgbench)
+            .args(["-S", "-n", "-c", "4", "-j", "2", "-T", &seconds.to_string()])
+            .args(pg.connection())
+            .arg("postgres"),
+        "pgbench (capacity)",
+    )?;
+    out.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("tps = ")?;
+            rest.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .ok_or_else(|| format!("pgbench printed no `tps = ` line: {}", out.trim()))
+}
