@@ -109,9 +109,11 @@ pub struct ColocationArgs {
     /// Seeds the best-effort job stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Where the services' data, logs and job output go (removed after).
-    #[arg(long, default_value = "/var/tmp")]
-    scratch: PathBuf,
+    /// Where the services' data, logs and job output go (removed after):
+    /// a disk, so PostgreSQL's tables are page cache. Default: the VM's
+    /// disk ($OVERBOOK_VM_DISK) in scripts/vm's guest, else /var/tmp.
+    #[arg(long)]
+    scratch: Option<PathBuf>,
     /// Where overbook-adaptive's checkpoint images go (a directory made in
     /// it, removed after); default: in --scratch.
     #[arg(long)]
@@ -739,9 +741,13 @@ fn colocation(args: ColocationArgs) -> Result<()> {
             anyhow::bail!("--plot {}: give a .svg or .png file", plot.display());
         }
     }
+    let scratch = args.scratch.unwrap_or_else(|| {
+        std::env::var_os("OVERBOOK_VM_DISK")
+            .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
+    });
     let plan = ColocationPlan {
         overbook: std::env::current_exe().context("finding the overbook binary")?,
-        scratch: args.scratch,
+        scratch,
         images: args.images,
         seed: args.seed,
         seconds: args.seconds,

@@ -65,7 +65,8 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64), String> 
         if !in_table {
             continue;
         }
-        if line.is_empty() {
+        // The table ends at a blank line or the next section's title.
+        if line.is_empty() || !line.starts_with(|c: char| c.is_ascii_digit()) {
             if seen_any {
                 break;
             }
@@ -132,7 +133,6 @@ Latency by percentile distribution:
 50.000% <= 0.095 milliseconds (cumulative count 600)
 99.000% <= 0.191 milliseconds (cumulative count 990)
 100.000% <= 0.567 milliseconds (cumulative count 1000)
-
 Cumulative distribution of latencies:
 100.000% <= 0.607 milliseconds (cumulative count 1000)
 ";
@@ -150,7 +150,7 @@ Cumulative distribution of latencies:
     fn odd_driver_output_is_refused_with_the_line() {
         let e = redis_benchmark_histogram("nothing here\n").expect_err("no table");
         assert!(e.contains("no latency distribution"), "{e}");
-        let bad = "Latency by percentile distribution:\n50% <= fast\n";
+        let bad = "Latency by percentile distribution:\n50% <= fast milliseconds\n";
         assert!(redis_benchmark_histogram(bad).expect_err("bad").contains("fast"));
         let down = "Latency by percentile distribution:\n\
                     1% <= 1 milliseconds (cumulative count 5)\n\

@@ -72,6 +72,8 @@ pub struct ServiceResult {
     pub throughput: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// What the driver could not do (a dead or silent service), in order.
+    pub failures: Vec<String>,
 }
 
 impl ServiceResult {
@@ -81,6 +83,7 @@ impl ServiceResult {
             throughput: if m.busy_s > 0.0 { m.requests as f64 / m.busy_s } else { 0.0 },
             p50_ms: m.latency.percentile_ms(0.50).unwrap_or(f64::NAN),
             p99_ms: m.latency.percentile_ms(0.99).unwrap_or(f64::NAN),
+            failures: m.failures.clone(),
         }
     }
 }
@@ -108,6 +111,8 @@ pub struct SceneResult {
     pub fill_s: f64,
     /// Most swap in use at any look, bytes.
     pub swap_peak: u64,
+    /// What went wrong in the scene without stopping it.
+    pub notes: Vec<String>,
 }
 
 /// The whole run.
@@ -157,6 +162,8 @@ pub struct PolicySummary {
     pub checkpoints: f64,
     pub oom_kills: f64,
     pub prod_stall_s: f64,
+    /// Driver rounds that failed (a dead or silent service), all repeats.
+    pub failures: usize,
 }
 
 /// Sizes from the node's capacity: the shares the README explains.
@@ -196,6 +203,10 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         }
     }
     let programs = Programs::find()?;
+    // Never the OOM killer's or earlyoom's victim; the drivers inherit it,
+    // as programs on another machine would be out of reach. Production and
+    // best-effort set their own (a kubelet's -997 and 1000).
+    super::set_oom_score_adj(std::process::id(), -1000)?;
     let swaps = std::fs::read_to_string("/proc/swaps").map_err(|e| format!("/proc/swaps: {e}"))?;
     if swaps.lines().count() < 2 {
         return Err("no swap: the comparison needs a machine with swap (scripts/vm gives its \
@@ -218,6 +229,13 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
     std::fs::set_permissions(scratch.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .map_err(|e| format!("{}: {e}", scratch.path().display()))?;
     let dir = scratch.path().to_path_buf();
+    if in_memory(&dir) {
+        say(&format!(
+            "warning: {} is in memory (tmpfs): PostgreSQL's tables will not be page cache \
+             and checkpoint images will take memory; give --scratch a disk",
+            dir.display()
+        ));
+    }
     let be_chain = dir.join("be-chain");
     std::os::unix::fs::symlink(&plan.overbook, &be_chain)
         .map_err(|e| format!("{}: {e}", be_chain.display()))?;
@@ -281,6 +299,19 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         scenes,
         summary,
         earlyoom_args: earlyoom_args(),
+    })
+}
+
+/// Whether `dir` is on a filesystem kept in memory (tmpfs, or an overlay,
+/// which in scripts/vm's guest keeps its writes in /run).
+fn in_memory(dir: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+    rustix::fs::statfs(dir).is_ok_and(|s| {
+        // `f_type`'s width is the architecture's.
+        #[allow(clippy::unnecessary_cast)]
+        let t = s.f_type as i64;
+        t == TMPFS_MAGIC || t == OVERLAYFS_MAGIC
     })
 }
 
@@ -468,7 +499,9 @@ impl Run<'_> {
                         fill_s = began.elapsed().as_secs_f64();
                     }
                 }
-                redis.drop_fill(p)?;
+                if let Err(e) = redis.drop_fill(p) {
+                    result.notes.push(e);
+                }
                 filled = true;
                 say(&format!(
                     "{policy}: Redis fill dropped at {:.0} s",
@@ -729,6 +762,11 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 checkpoints: m(&|s| s.checkpoints as f64),
                 oom_kills: m(&|s| s.oom_kills as f64),
                 prod_stall_s: m(&|s| s.prod_stall_s),
+                failures: scenes
+                    .iter()
+                    .filter(|s| &s.policy == p)
+                    .map(|s| s.redis.failures.len() + s.postgres.failures.len())
+                    .sum(),
             }
         })
         .collect()
@@ -749,7 +787,7 @@ pub fn table(r: &ColocationReport) -> String {
         r.capacity.saturating_sub(r.reserved) / MIB,
     );
     out.push_str(&format!(
-        "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8}\n",
+        "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -764,12 +802,13 @@ pub fn table(r: &ColocationReport) -> String {
         "susp",
         "ckpt",
         "oom",
-        "stall s"
+        "stall s",
+        "fail"
     ));
     let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8}\n",
+            "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
             s.policy,
             f(s.redis_throughput, 2),
             f(s.redis_p50, 2),
@@ -785,6 +824,7 @@ pub fn table(r: &ColocationReport) -> String {
             f(s.checkpoints, 1),
             f(s.oom_kills, 1),
             f(s.prod_stall_s, 1),
+            s.failures,
         ));
     }
     out
@@ -797,8 +837,20 @@ mod tests {
     fn scene(policy: &str, p99: f64, work: u64) -> SceneResult {
         SceneResult {
             policy: policy.into(),
-            redis: ServiceResult { requests: 10, throughput: 100.0, p50_ms: 1.0, p99_ms: p99 },
-            postgres: ServiceResult { requests: 10, throughput: 50.0, p50_ms: 2.0, p99_ms: 4.0 },
+            redis: ServiceResult {
+                requests: 10,
+                throughput: 100.0,
+                p50_ms: 1.0,
+                p99_ms: p99,
+                failures: vec![],
+            },
+            postgres: ServiceResult {
+                requests: 10,
+                throughput: 50.0,
+                p50_ms: 2.0,
+                p99_ms: 4.0,
+                failures: vec![],
+            },
             batch: BatchCounts { work_mib_steps: work, ..BatchCounts::default() },
             ..SceneResult::default()
         }

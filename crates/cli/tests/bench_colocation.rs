@@ -1,0 +1,77 @@
+//! `overbook bench colocation` end to end through the binary, short scenes,
+//! in the VM (a whole machine with swap, Debian's Redis, PostgreSQL and
+//! earlyoom, CRIU): every policy runs, production is measured in every
+//! scene, isolated runs no best-effort work, static never loses any, the
+//! table, JSON and plot are written and everything made is removed. The
+//! comparison's numbers are the benchmark's to report (README), not this
+//! test's to assert.
+
+use std::process::Command;
+
+#[test]
+#[ignore = "takes the whole machine (earlyoom, the kernel OOM killer): runs in the VM (scripts/vm)"]
+fn every_policy_runs_the_same_scene_and_cleans_up() {
+    assert!(
+        std::env::var_os("OVERBOOK_VM").is_some(),
+        "this test gives the whole machine to earlyoom and the OOM killer: run it in scripts/vm"
+    );
+    let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let json = dir.path().join("colocation.json");
+    let plot = dir.path().join("colocation.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["bench", "colocation", "--seconds", "30"])
+        .arg("--scratch")
+        .arg(dir.path())
+        .arg("--out")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .expect("run overbook bench colocation");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
+    println!("{stdout}");
+    assert!(stdout.contains("everything the benchmark made has been removed"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("valid JSON");
+    let scenes = r["scenes"].as_array().expect("scenes");
+    let names: Vec<&str> = scenes.iter().filter_map(|s| s["policy"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "isolated",
+            "static",
+            "kernel",
+            "earlyoom",
+            "threshold",
+            "overbook-kill",
+            "overbook-adaptive"
+        ]
+    );
+    for s in scenes {
+        for service in ["redis", "postgres"] {
+            assert!(s[service]["requests"].as_u64().is_some_and(|n| n > 0), "{service}: {s}");
+            assert!(s[service]["p99_ms"].as_f64().is_some_and(|x| x > 0.0), "{service}: {s}");
+        }
+        if s["policy"] != "isolated" {
+            assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
+        }
+    }
+    assert_eq!(scenes[0]["batch"]["started"], 0, "isolated runs no best-effort work");
+    assert_eq!(scenes[1]["batch"]["kills"], 0, "static admits only what fits: {}", scenes[1]);
+    assert_eq!(r["summary"].as_array().map(Vec::len), Some(7));
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(
+        svg.contains("<svg") && svg.contains("overbook-adaptive"),
+        "the plot names every policy"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("scratch")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p != &json && p != &plot)
+        .collect();
+    assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
+}
