@@ -49,7 +49,7 @@ pub fn job_stream(seed: u64, n: usize, capacity: u64) -> Vec<BeJob> {
             BeJob {
                 name: format!("be-{i}"),
                 size: ((capacity as f64 * share) as u64 / MIB).max(8) * MIB,
-                steps: 20 + (next() % 5) as u32 * 10,
+                steps: 8 + (next() % 5) as u32 * 4,
             }
         })
         .collect()

@@ -32,12 +32,13 @@ use super::{BenchNode, MIB};
 use crate::agent::Agent;
 use crate::config::AgentConfig;
 use crate::events::{Event, EventLog};
-use crate::tasks::RunRequest;
+use crate::tasks::{RunError, RunRequest};
 use batch::{Admission, BatchCounts, BeJob, MemInfo, Runner};
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
 use serde::Serialize;
 use services::{Measured, Programs, ServiceSizes, Templates};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -271,13 +272,21 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
             let r = run.scene(policy, repeat, say)?;
             say(&format!(
                 "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms, \
-                 {} jobs done, {} kills",
+                 {} jobs done of {} started, {} kills ({} OOM), swap peak {} MiB{}",
                 r.redis.throughput,
                 r.redis.p99_ms,
                 r.postgres.throughput,
                 r.postgres.p99_ms,
                 r.batch.completed,
-                r.batch.kills
+                r.batch.started,
+                r.batch.kills,
+                r.oom_kills,
+                r.swap_peak / MIB,
+                if r.notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", r.notes.join("; "))
+                }
             ));
             scenes.push(r);
         }
@@ -463,7 +472,7 @@ impl Run<'_> {
         let pg_load = services::pg_load(p, &pg, self.pg_rate, self.plan.seconds, &logs);
         let start = Instant::now();
         let span = Duration::from_secs(self.plan.seconds);
-        let mut fill: Option<(Child, Instant)> = None;
+        let mut fill = None;
         let (mut fill_s, mut filled, mut swap_peak) = (f64::NAN, false, 0u64);
         let mut result = SceneResult { policy: policy.into(), repeat, ..SceneResult::default() };
         while start.elapsed() < span {
@@ -476,27 +485,18 @@ impl Run<'_> {
                 Manager::Overbook(o) => o.tick(start, &self.jobs, &self.be_chain, p)?,
             }
             if fill.is_none() && !filled && t >= 0.35 {
-                let child = redis
-                    .fill_command(p, self.templates.sizes.redis_burst)
-                    .spawn()
-                    .map_err(|e| format!("cannot start the Redis cache fill: {e}"))?;
+                fill = Some(redis.fill(p, self.templates.sizes.redis_burst));
                 say(&format!(
                     "{policy}: Redis cache fill at {:.0} s",
                     start.elapsed().as_secs_f64()
                 ));
-                fill = Some((child, Instant::now()));
-            }
-            if let Some((child, began)) = &mut fill {
-                if let Ok(Some(_)) = child.try_wait() {
-                    fill_s = began.elapsed().as_secs_f64();
-                }
             }
             if !filled && t >= 0.70 {
-                if let Some((mut child, began)) = fill.take() {
+                if let Some(f) = fill.take() {
                     // The fill is production's: it gets to finish.
-                    let _ = child.wait();
-                    if fill_s.is_nan() {
-                        fill_s = began.elapsed().as_secs_f64();
+                    match f.join().map_err(|_| "the Redis fill panicked".to_string()) {
+                        Ok(Ok(s)) => fill_s = s,
+                        Ok(Err(e)) | Err(e) => result.notes.push(e),
                     }
                 }
                 if let Err(e) = redis.drop_fill(p) {
@@ -543,9 +543,11 @@ impl Run<'_> {
 /// overbook's agent on the scene's node, the job stream submitted to it.
 struct OverbookScene {
     agent: Agent<Box<dyn NodeCgroups>>,
-    submitted: usize,
+    /// The next job of the stream to submit.
+    next: usize,
     /// Jobs the kernel killed under the agent (it retries only its own
-    /// kills): resubmitted under a new name.
+    /// kills), to resubmit under a new name.
+    retry: VecDeque<usize>,
     retries: u32,
     kernel_kills: usize,
 }
@@ -579,7 +581,7 @@ impl OverbookScene {
         let mut agent =
             Agent::new(&cfg, cg, EventLog::in_memory(200_000)).map_err(|e| e.to_string())?;
         agent.note_checkpoint_support(Time::ZERO);
-        Ok(OverbookScene { agent, submitted: 0, retries: 0, kernel_kills: 0 })
+        Ok(OverbookScene { agent, next: 0, retry: VecDeque::new(), retries: 0, kernel_kills: 0 })
     }
 
     fn tick(
@@ -590,13 +592,6 @@ impl OverbookScene {
         p: &Programs,
     ) -> Result<(), String> {
         let now = Time::from_micros(start.elapsed().as_micros() as u64);
-        if self.submitted == 0 {
-            // The whole stream at once: the launcher's queue holds it.
-            for j in jobs {
-                self.submit(now, j, &j.name, be_chain, p)?;
-            }
-            self.submitted = jobs.len();
-        }
         let from = self.agent.events().recent().count();
         self.agent.tick(now).map_err(|e| e.to_string())?;
         let failed: Vec<String> = self
@@ -608,15 +603,34 @@ impl OverbookScene {
             .map(|e| task_of(e).to_string())
             .collect();
         for name in failed {
-            let base = job_of(&name);
-            if let Some(j) = jobs.iter().find(|j| j.name == base) {
-                self.retries += 1;
+            if let Some(j) = jobs.iter().position(|j| j.name == job_of(&name)) {
                 self.kernel_kills += 1;
-                let renamed = format!("{base}-r{}", self.retries);
-                self.submit(now, j, &renamed, be_chain, p)?;
+                self.retry.push_back(j);
             }
         }
-        Ok(())
+        // The launcher's line holds `queue_limit` tasks: the stream is fed
+        // to it as it takes them, retries first.
+        loop {
+            let (job, retry) = match self.retry.front() {
+                Some(&j) => (j, true),
+                None if self.next < jobs.len() => (self.next, false),
+                None => return Ok(()),
+            };
+            let j = &jobs[job];
+            let name =
+                if retry { format!("{}-r{}", j.name, self.retries + 1) } else { j.name.clone() };
+            match self.submit(now, j, &name, be_chain, p) {
+                Ok(()) => {}
+                Err(RunError::Rejected(why)) if why == "QueueFull" => return Ok(()),
+                Err(e) => return Err(format!("{name}: {e}")),
+            }
+            if retry {
+                self.retry.pop_front();
+                self.retries += 1;
+            } else {
+                self.next += 1;
+            }
+        }
     }
 
     fn submit(
@@ -626,7 +640,7 @@ impl OverbookScene {
         name: &str,
         be_chain: &Path,
         p: &Programs,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let req = RunRequest {
             name: name.into(),
             class: Class::BestEffort,
@@ -636,7 +650,7 @@ impl OverbookScene {
             command: batch::command(job, be_chain, &p.chrt, &p.choom),
             cwd: None,
         };
-        self.agent.submit(now, req).map(drop).map_err(|e| format!("{name}: {e}"))
+        self.agent.submit(now, req).map(drop)
     }
 
     fn finish(self, r: &mut SceneResult, jobs: &[BeJob]) {

@@ -143,8 +143,8 @@ pub struct ServiceSizes {
     pub pg_scale: u32,
 }
 
-/// Redis's value size: big values make the fill fast under emulation.
-const BURST_VALUE: u64 = 16 * 1024;
+/// Size of one object of Redis's cache fill.
+const FILL_OBJECT: u64 = 8 * MIB;
 const BASE_VALUE: u64 = 1024;
 
 /// The data both services start each scene from.
@@ -308,18 +308,50 @@ impl Redis {
         )
     }
 
-    /// The cache fill: `bytes` of new keys in database 1.
-    pub fn fill_command(&self, programs: &Programs, bytes: u64) -> Command {
-        let n = (bytes / BURST_VALUE).max(1);
-        let mut c = Command::new(&programs.redis_benchmark);
-        c.arg("-s")
-            .arg(&self.socket)
-            .args(["-q", "--dbnum", "1", "-P", "16", "-c", "2", "-t", "set"])
-            .args(["-d", &BURST_VALUE.to_string(), "-r", "1000000000", "-n", &n.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
+    /// The cache fill: `bytes` of new objects in database 1, 8 MiB each,
+    /// each sent by `redis-cli -x SET` (Redis keeps a big argument's buffer
+    /// as the value, so the fill costs little CPU: under emulation,
+    /// redis-benchmark's small SETs took minutes). The bytes are
+    /// pseudo-random, so zram cannot shrink them. The thread's answer is the
+    /// fill's time, seconds.
+    pub fn fill(&self, programs: &Programs, bytes: u64) -> JoinHandle<Result<f64, String>> {
+        let (cli, socket) = (programs.redis_cli.clone(), self.socket.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let n = (bytes / FILL_OBJECT).max(1);
+            let mut value = vec![0u8; FILL_OBJECT as usize];
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for i in 0..n {
+                for chunk in value.chunks_exact_mut(8) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    chunk.copy_from_slice(&x.to_le_bytes());
+                }
+                let mut child = Command::new(&cli)
+                    .arg("-s")
+                    .arg(&socket)
+                    .args(["-n", "1", "-x", "SET", &format!("fill:{i}")])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("redis-cli (fill): cannot start: {e}"))?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    use std::io::Write;
+                    stdin.write_all(&value).map_err(|e| format!("redis-cli (fill): {e}"))?;
+                }
+                let out = child.wait_with_output().map_err(|e| format!("redis-cli (fill): {e}"))?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "redis-cli (fill) object {i}: {} ({})",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+            }
+            Ok(started.elapsed().as_secs_f64())
+        })
     }
 
     /// Drops the fill and gives its memory back to the kernel.
