@@ -144,7 +144,24 @@ pub struct ServiceSizes {
 }
 
 /// Size of one object of Redis's cache fill.
-const FILL_OBJECT: u64 = 8 * MIB;
+const FILL_OBJECT: u64 = 4 * MIB;
+
+/// Reads Redis's `+OK` reply, or says what came instead.
+fn expect_ok(conn: &mut std::os::unix::net::UnixStream) -> Result<(), String> {
+    use std::io::Read;
+    let mut reply = [0u8; 5];
+    conn.read_exact(&mut reply).map_err(|e| format!("Redis cache fill: no reply: {e}"))?;
+    if &reply != b"+OK\r\n" {
+        let mut rest = [0u8; 200];
+        let n = conn.read(&mut rest).unwrap_or(0);
+        return Err(format!(
+            "Redis cache fill: {}{}",
+            String::from_utf8_lossy(&reply),
+            String::from_utf8_lossy(&rest[..n])
+        ));
+    }
+    Ok(())
+}
 const BASE_VALUE: u64 = 1024;
 
 /// The data both services start each scene from.
@@ -308,47 +325,37 @@ impl Redis {
         )
     }
 
-    /// The cache fill: `bytes` of new objects in database 1, 8 MiB each,
-    /// each sent by `redis-cli -x SET` (Redis keeps a big argument's buffer
-    /// as the value, so the fill costs little CPU: under emulation,
-    /// redis-benchmark's small SETs took minutes). The bytes are
-    /// pseudo-random, so zram cannot shrink them. The thread's answer is the
-    /// fill's time, seconds.
-    pub fn fill(&self, programs: &Programs, bytes: u64) -> JoinHandle<Result<f64, String>> {
-        let (cli, socket) = (programs.redis_cli.clone(), self.socket.clone());
+    /// The cache fill: `bytes` of new objects in database 1, sent as `SET`s
+    /// over one connection (a cache being warmed by its client). Under
+    /// emulation a redis-cli per object took ~1 s to start, and
+    /// redis-benchmark's values are one byte repeated, which zram stores
+    /// for nothing; these bytes are pseudo-random, so swapping them costs
+    /// what it would. The thread's answer is the fill's time, seconds.
+    pub fn fill(&self, bytes: u64) -> JoinHandle<Result<f64, String>> {
+        let socket = self.socket.clone();
         std::thread::spawn(move || {
+            use std::io::Write;
             let started = Instant::now();
-            let n = (bytes / FILL_OBJECT).max(1);
+            let what = |e: std::io::Error| format!("Redis cache fill ({}): {e}", socket.display());
+            let mut conn = std::os::unix::net::UnixStream::connect(&socket).map_err(what)?;
+            conn.write_all(b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n").map_err(what)?;
+            expect_ok(&mut conn)?;
             let mut value = vec![0u8; FILL_OBJECT as usize];
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
-            for i in 0..n {
+            for i in 0..(bytes / FILL_OBJECT).max(1) {
                 for chunk in value.chunks_exact_mut(8) {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
                     chunk.copy_from_slice(&x.to_le_bytes());
                 }
-                let mut child = Command::new(&cli)
-                    .arg("-s")
-                    .arg(&socket)
-                    .args(["-n", "1", "-x", "SET", &format!("fill:{i}")])
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("redis-cli (fill): cannot start: {e}"))?;
-                if let Some(mut stdin) = child.stdin.take() {
-                    use std::io::Write;
-                    stdin.write_all(&value).map_err(|e| format!("redis-cli (fill): {e}"))?;
-                }
-                let out = child.wait_with_output().map_err(|e| format!("redis-cli (fill): {e}"))?;
-                if !out.status.success() {
-                    return Err(format!(
-                        "redis-cli (fill) object {i}: {} ({})",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ));
-                }
+                let key = format!("fill:{i}");
+                let head =
+                    format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n", key.len(), value.len());
+                conn.write_all(head.as_bytes()).map_err(what)?;
+                conn.write_all(&value).map_err(what)?;
+                conn.write_all(b"\r\n").map_err(what)?;
+                expect_ok(&mut conn)?;
             }
             Ok(started.elapsed().as_secs_f64())
         })
