@@ -124,6 +124,10 @@ pub struct ColocationArgs {
     /// Draw the comparison here (.svg or .png).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Write the agent's events of every overbook scene here
+    /// (POLICY-REPEAT.jsonl), to see each decision and its evidence.
+    #[arg(long)]
+    events: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -753,7 +757,11 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         seconds: args.seconds,
         repeats: args.repeats,
         policies: args.policies,
+        events: args.events,
     };
+    if let Some(dir) = &plan.events {
+        std::fs::create_dir_all(dir).with_context(|| format!("--events {}", dir.display()))?;
+    }
     let started = Instant::now();
     let report = colocation::run(&plan, &mut |line| {
         eprintln!("[{:>5.0} s] {line}", started.elapsed().as_secs_f64())

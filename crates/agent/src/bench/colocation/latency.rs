@@ -46,12 +46,26 @@ impl Histogram {
 }
 
 /// The "Latency by percentile distribution" of a (non-quiet)
-/// `redis-benchmark` run, as a histogram, and its request count.
+/// `redis-benchmark` run, as a histogram, its request count, and the
+/// seconds it says the requests took (`N requests completed in S seconds`:
+/// the program's own start, slow under emulation, not counted).
 ///
 /// Lines are `50.000% <= 0.095 milliseconds (cumulative count 10542)`; each
 /// line's requests are its cumulative count less the previous line's, all at
 /// its latency (the upper end of an HDR bucket).
-pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64), String> {
+pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64, f64), String> {
+    let seconds = out
+        .split(['\n', '\r'])
+        .find_map(|l| {
+            let (_, rest) = l.split_once("requests completed in ")?;
+            rest.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .ok_or_else(|| {
+            let tail: Vec<&str> = out.lines().rev().take(3).collect();
+            format!(
+                "redis-benchmark printed no `requests completed in` line (last lines: {tail:?})"
+            )
+        })?;
     let mut h = Histogram::default();
     let mut in_table = false;
     let mut last = 0u64;
@@ -96,7 +110,7 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64), String> 
             "redis-benchmark printed no latency distribution (last lines: {tail:?})"
         ));
     }
-    Ok((h, last))
+    Ok((h, last, seconds))
 }
 
 /// A `pgbench -l` per-transaction log (`client tx latency_us script epoch
@@ -139,8 +153,8 @@ Cumulative distribution of latencies:
 
     #[test]
     fn a_redis_benchmark_table_becomes_a_histogram() {
-        let (h, n) = redis_benchmark_histogram(REDIS).expect("parses");
-        assert_eq!((n, h.total()), (1000, 1000));
+        let (h, n, s) = redis_benchmark_histogram(REDIS).expect("parses");
+        assert_eq!((n, h.total(), s), (1000, 1000, 0.05));
         assert_eq!(h.percentile_ms(0.5), Some(0.095));
         assert_eq!(h.percentile_ms(0.99), Some(0.191));
         assert_eq!(h.percentile_ms(0.999), Some(0.567));
@@ -148,11 +162,15 @@ Cumulative distribution of latencies:
 
     #[test]
     fn odd_driver_output_is_refused_with_the_line() {
-        let e = redis_benchmark_histogram("nothing here\n").expect_err("no table");
+        let e = redis_benchmark_histogram("nothing here\n").expect_err("no count");
+        assert!(e.contains("requests completed in"), "{e}");
+        let e = redis_benchmark_histogram("  9 requests completed in 0.5 seconds\n")
+            .expect_err("no table");
         assert!(e.contains("no latency distribution"), "{e}");
-        let bad = "Latency by percentile distribution:\n50% <= fast milliseconds\n";
+        let bad = "1 requests completed in 1 seconds\n\
+                   Latency by percentile distribution:\n50% <= fast milliseconds\n";
         assert!(redis_benchmark_histogram(bad).expect_err("bad").contains("fast"));
-        let down = "Latency by percentile distribution:\n\
+        let down = "1 requests completed in 1 seconds\nLatency by percentile distribution:\n\
                     1% <= 1 milliseconds (cumulative count 5)\n\
                     2% <= 2 milliseconds (cumulative count 3)\n";
         assert!(redis_benchmark_histogram(down).expect_err("down").contains("goes down"));

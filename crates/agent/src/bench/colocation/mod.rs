@@ -63,6 +63,9 @@ pub struct ColocationPlan {
     pub seconds: u64,
     pub repeats: usize,
     pub policies: Vec<String>,
+    /// Where overbook scenes' agent events go, as JSON lines (one file a
+    /// scene); none: kept in the report as counts only.
+    pub events: Option<PathBuf>,
 }
 
 /// A production service's figures in one scene.
@@ -112,8 +115,19 @@ pub struct SceneResult {
     pub fill_s: f64,
     /// Most swap in use at any look, bytes.
     pub swap_peak: u64,
+    /// Least memory available at any look, bytes.
+    pub available_min: u64,
+    /// Pages production read back after the kernel had evicted them
+    /// (`workingset_refault_anon` + `_file` of both containers).
+    pub prod_refaults: u64,
     /// What went wrong in the scene without stopping it.
     pub notes: Vec<String>,
+    /// Share of the machine's CPU time busy, and waiting for I/O, over the
+    /// scene (`/proc/stat`).
+    pub cpu_busy: f64,
+    pub cpu_iowait: f64,
+    /// overbook scenes: the agent's events by kind.
+    pub agent_events: std::collections::BTreeMap<String, usize>,
 }
 
 /// The whole run.
@@ -272,7 +286,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
             let r = run.scene(policy, repeat, say)?;
             say(&format!(
                 "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms, \
-                 {} jobs done of {} started, {} kills ({} OOM), swap peak {} MiB{}",
+                 {} jobs done of {} started, {} kills ({} OOM), swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait{}",
                 r.redis.throughput,
                 r.redis.p99_ms,
                 r.postgres.throughput,
@@ -282,6 +296,10 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
                 r.batch.kills,
                 r.oom_kills,
                 r.swap_peak / MIB,
+                r.available_min / MIB,
+                r.prod_refaults,
+                r.cpu_busy * 100.0,
+                r.cpu_iowait * 100.0,
                 if r.notes.is_empty() {
                     String::new()
                 } else {
@@ -467,6 +485,21 @@ impl Run<'_> {
                 .sum()
         };
         let stall0 = prod_psi(&node);
+        let prod_refaults = |node: &BenchNode| -> u64 {
+            [&redis.container, &pg.container]
+                .iter()
+                .map(|c| {
+                    let stat = node.dir(Some(c)).join("memory.stat");
+                    ["workingset_refault_anon", "workingset_refault_file"]
+                        .iter()
+                        .map(|k| super::read_keyed(&stat, k).unwrap_or(0))
+                        .sum::<u64>()
+                })
+                .sum()
+        };
+        let refaults0 = prod_refaults(&node);
+        let cpu0 = cpu_times();
+        let mut available_min = u64::MAX;
         let stop = Arc::new(AtomicBool::new(false));
         let redis_load = services::redis_load(
             p,
@@ -484,6 +517,7 @@ impl Run<'_> {
         while start.elapsed() < span {
             let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
             let mem = MemInfo::read()?;
+            available_min = available_min.min(mem.available);
             swap_peak = swap_peak.max(swap_used().unwrap_or(0));
             match &mut manager {
                 Manager::None => {}
@@ -528,6 +562,14 @@ impl Run<'_> {
         result.oom_kills = vmstat("oom_kill").saturating_sub(oom0);
         result.fill_s = fill_s;
         result.swap_peak = swap_peak;
+        result.available_min = available_min;
+        if let (Some(a), Some(b)) = (cpu0, cpu_times()) {
+            let total = (b.0 - a.0).max(1) as f64;
+            result.cpu_busy =
+                (b.0 - a.0).saturating_sub(b.1 - a.1).saturating_sub(b.2 - a.2) as f64 / total;
+            result.cpu_iowait = (b.2 - a.2) as f64 / total;
+        }
+        result.prod_refaults = prod_refaults(&node).saturating_sub(refaults0);
         match manager {
             Manager::None => {}
             Manager::Peer(mut r, earlyoom) => {
@@ -538,7 +580,11 @@ impl Run<'_> {
                 r.stop(&mut node);
                 result.batch = r.counts.clone();
             }
-            Manager::Overbook(o) => o.finish(&mut result, &self.jobs),
+            Manager::Overbook(o) => {
+                let file =
+                    self.plan.events.as_ref().map(|d| d.join(format!("{policy}-{repeat}.jsonl")));
+                o.finish(&mut result, &self.jobs, file.as_deref())?;
+            }
         }
         drop(node);
         let _ = std::fs::remove_dir_all(&dir);
@@ -659,9 +705,25 @@ impl OverbookScene {
         self.agent.submit(now, req).map(drop)
     }
 
-    fn finish(self, r: &mut SceneResult, jobs: &[BeJob]) {
+    fn finish(
+        self,
+        r: &mut SceneResult,
+        jobs: &[BeJob],
+        file: Option<&Path>,
+    ) -> Result<(), String> {
         let events: Vec<Event> = self.agent.events().recent().cloned().collect();
         drop(self.agent);
+        if let Some(file) = file {
+            let mut text = String::new();
+            for e in &events {
+                text.push_str(&serde_json::to_string(e).map_err(|e| e.to_string())?);
+                text.push('\n');
+            }
+            std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+        for e in &events {
+            *r.agent_events.entry(e.kind.clone()).or_insert(0) += 1;
+        }
         for e in &events {
             match e.kind.as_str() {
                 "finished" if e.detail["status"] == "exit status: 0" => {
@@ -685,6 +747,7 @@ impl OverbookScene {
             }
         }
         r.batch.kills += self.kernel_kills;
+        Ok(())
     }
 }
 
@@ -695,6 +758,17 @@ fn job_of(task: &str) -> &str {
 
 fn task_of(e: &Event) -> &str {
     e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("")
+}
+
+/// The machine's CPU time so far from `/proc/stat`: total, idle, iowait
+/// (clock ticks).
+fn cpu_times() -> Option<(u64, u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = text.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = cpu.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal (guest time is in user).
+    let total = f.iter().take(8).sum();
+    Some((total, *f.get(3)?, *f.get(4)?))
 }
 
 /// A `/proc/vmstat` counter (0 when absent).

@@ -460,7 +460,8 @@ impl Postgres {
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
     pub requests: u64,
-    /// Seconds the driver was sending requests.
+    /// Seconds the driver was sending requests (Redis: the rounds' own
+    /// times, as redis-benchmark reports them; PostgreSQL: pgbench's run).
     pub busy_s: f64,
     pub latency: Histogram,
     /// Rounds (or runs) the driver could not complete: the service died or
@@ -492,9 +493,9 @@ pub fn redis_load(
                 "redis-benchmark (GET load)",
             )
             .and_then(|out| super::latency::redis_benchmark_histogram(&out));
-            m.busy_s += round.elapsed().as_secs_f64();
             match measured {
-                Ok((h, n)) => {
+                Ok((h, n, seconds)) => {
+                    m.busy_s += seconds;
                     m.requests += n;
                     m.latency.merge(&h);
                 }
