@@ -849,15 +849,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if let Some(w) = request.weight.filter(|w| !(1..=10_000).contains(w)) {
             return Err(RunError::Weight(w));
         }
-        self.admit(now, request, 0)
+        self.admit(now, request, 0, false)
     }
 
     /// A checked request (new, or taken back from the store) to the launcher.
+    /// A task taken back was admitted once (`again`): a full line does not
+    /// refuse it.
     fn admit(
         &mut self,
         now: Time,
         request: RunRequest,
         restarts: u32,
+        again: bool,
     ) -> Result<RunReply, RunError> {
         let path = self
             .view
@@ -881,7 +884,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             state: state.to_string(),
             log: log.display().to_string(),
         };
-        match self.policy.submit(now, task, &self.sample.node) {
+        let admission = if again {
+            self.policy.requeue(now, task)
+        } else {
+            self.policy.submit(now, task, &self.sample.node)
+        };
+        match admission {
             Admission::Launch => {
                 self.start(now, id)?;
                 Ok(reply("started"))
@@ -1009,7 +1017,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     submitted: now,
                 };
                 let restarts = m.restarts;
-                let admission = self.policy.submit(now, task, &self.sample.node);
+                // Admitted once: a full line must not lose it.
+                let admission = self.policy.requeue(now, task);
                 self.record(now, "requeued", Some(&path), json!({ "status": status, "restarts": restarts, "admission": format!("{admission:?}") }));
                 match admission {
                     Admission::Launch => {

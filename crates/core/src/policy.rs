@@ -61,6 +61,12 @@ impl NodePolicy {
         self.launcher.submit(now, task, node)
     }
 
+    /// A task killed here waits to start again; never refused
+    /// ([`Launcher::requeue`]).
+    pub fn requeue(&mut self, now: Time, task: TaskRequest) -> Admission {
+        self.launcher.requeue(now, task)
+    }
+
     /// A preempted task waits here to resume (frozen or checkpointed).
     pub fn suspended(&mut self, now: Time, task: TaskRequest, memory: Bytes) {
         self.launcher.suspended(now, task, memory);
@@ -165,6 +171,7 @@ impl NodePolicy {
                 r.plan(obs, out);
             }
         }
+        self.launcher.note_usage(obs.containers);
         self.launcher.poll(obs.now, &obs.node, out);
         earliest(wake, self.launcher.wake_at())
     }

@@ -235,7 +235,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             (StoredState::Queued | StoredState::Killed, None) => {
                 let restarts = stored.restarts + u32::from(stored.state == StoredState::Killed);
-                match self.admit(now, stored.request, restarts) {
+                match self.admit(now, stored.request, restarts, true) {
                     Ok(reply) => self.record(
                         now,
                         "restored",

@@ -55,7 +55,7 @@ use self::queue::{Queues, Suspended};
 use self::snapshot::Snapshot;
 use crate::action::{Action, RejectReason, ResumeSite};
 use crate::config::ConfigError;
-use crate::model::{Bytes, Class, ContainerId, JobId, NodeStats};
+use crate::model::{Bytes, Class, ContainerId, ContainerStats, JobId, NodeStats};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -108,6 +108,13 @@ pub struct LaunchConfig {
     /// (`threshold`) must not be filled past it by its own launcher, or it
     /// preempts what it just started, again and again.
     pub headroom: f64,
+    /// Whether a launched best-effort task stays charged with the rest of
+    /// its profiled peak until its usage reaches it, across snapshot syncs
+    /// (overbook). 000's snapshot forgets the charge at the next sync: tasks
+    /// that fill their memory slower than the sync period then look like
+    /// free memory, and the node over-launches (seen under emulation, where
+    /// a task takes seconds to fill 100 MiB).
+    pub charge_until_peak: bool,
 }
 
 impl Default for LaunchConfig {
@@ -122,6 +129,7 @@ impl Default for LaunchConfig {
             min_sync_period: 1.0,
             delay_after_kill: true,
             headroom: 0.0,
+            charge_until_peak: false,
         }
     }
 }
@@ -235,6 +243,11 @@ pub struct Launcher {
     delay_until: Time,
     /// The latest time the launcher was told of.
     latest: Time,
+    /// With `charge_until_peak`: launched tasks not yet at their charge, and
+    /// that charge.
+    ramping: HashMap<ContainerId, Bytes>,
+    /// What they still owe (charge less usage), at the last look.
+    owed: Bytes,
 }
 
 /// Seconds from config as a duration; `fallback` for values no duration has.
@@ -270,7 +283,31 @@ impl Launcher {
             reservations: Reservations::default(),
             delay_until: Time::ZERO,
             latest: Time::ZERO,
+            ramping: HashMap::new(),
+            owed: 0,
         }
+    }
+
+    /// The containers' usage now: tasks still filling to their charge owe
+    /// the rest, which the next snapshot sync does not count as available
+    /// (`charge_until_peak`). A task that reached its charge owes nothing
+    /// more, ever.
+    pub fn note_usage(&mut self, containers: &[ContainerStats]) {
+        if self.ramping.is_empty() {
+            self.owed = 0;
+            return;
+        }
+        let mut owed: Bytes = 0;
+        for c in containers {
+            if let Some(&charge) = self.ramping.get(&c.id) {
+                if c.usage >= charge {
+                    self.ramping.remove(&c.id);
+                } else {
+                    owed = owed.saturating_add(charge - c.usage);
+                }
+            }
+        }
+        self.owed = owed;
     }
 
     pub fn config(&self) -> &LaunchConfig {
@@ -303,12 +340,28 @@ impl Launcher {
         Admission::Queued
     }
 
+    /// A task this node admitted and then killed waits to start again from
+    /// scratch. It was admitted once, so neither the queue limit nor a full
+    /// line refuses it (a refusal would lose it): it joins the back of the
+    /// launch line.
+    pub fn requeue(&mut self, now: Time, task: TaskRequest) -> Admission {
+        self.see(now);
+        if task.class != Class::BestEffort {
+            return Admission::Launch;
+        }
+        if !self.queues.contains(task.id) {
+            self.queues.push_launch(task);
+        }
+        Admission::Queued
+    }
+
     /// A preempted (frozen or checkpointed) task waits to resume, holding `memory`
     /// when it comes back; resumes are first-come-first-served.
     pub fn suspended(&mut self, now: Time, task: TaskRequest, memory: Bytes) {
         self.see(now);
         // It no longer runs here, whether or not `departed` said so first.
         self.reservations.release(task.id);
+        self.ramping.remove(&task.id);
         if !self.queues.contains(task.id) {
             self.queues.push_resume(Suspended { task, memory });
         }
@@ -322,6 +375,7 @@ impl Launcher {
     /// A task left the node (killed, finished, moved): it no longer holds a charge.
     pub fn departed(&mut self, id: ContainerId) {
         self.reservations.release(id);
+        self.ramping.remove(&id);
         // A task that leaves while still waiting (cancelled) must not launch.
         self.queues.remove(id);
     }
@@ -436,7 +490,7 @@ impl Launcher {
         self.see(now);
         if self.cfg.admission == AdmissionMode::Snapshot {
             let period = self.sync_period();
-            self.snapshot.sync_if_due(now, period, node.available);
+            self.snapshot.sync_if_due(now, period, node.available.saturating_sub(self.owed));
         }
     }
 
@@ -469,6 +523,9 @@ impl Launcher {
     fn admitted(&mut self, id: ContainerId, cost: Bytes) {
         if self.cfg.admission == AdmissionMode::Reserved {
             self.reservations.charge(id, cost);
+        }
+        if self.cfg.charge_until_peak && self.cfg.admission == AdmissionMode::Snapshot {
+            self.ramping.insert(id, cost);
         }
     }
 }

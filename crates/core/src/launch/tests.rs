@@ -105,6 +105,66 @@ fn production_starts_at_once_and_its_request_is_charged_to_the_snapshot() {
 }
 
 #[test]
+fn charged_until_peak_a_slow_filling_task_is_not_free_memory_at_the_next_sync() {
+    let n = node(16 * GB, 6 * GB);
+    let mut launched = Vec::new();
+    for until_peak in [false, true] {
+        let mut l = Launcher::new(LaunchConfig {
+            charge_until_peak: until_peak,
+            delay_after_kill: false,
+            ..LaunchConfig::default()
+        });
+        profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
+        for id in 0..6 {
+            l.submit(secs(0), be(id, 1, GB), &n);
+        }
+        let first = poll(&mut l, secs(0), &n);
+        assert_eq!(first.len(), 3, "6 GB fit three 2 GB peaks");
+        // A sync later, each has filled only 0.5 GB: 4.5 GB still show free.
+        let filling: Vec<ContainerStats> = first
+            .iter()
+            .map(|&(_, id)| {
+                let mut c =
+                    ContainerStats::new(ContainerId(id), JobId(1), Class::BestEffort, Time::ZERO);
+                c.usage = GB / 2;
+                c
+            })
+            .collect();
+        l.note_usage(&filling);
+        let later = node(16 * GB, 6 * GB - 3 * GB / 2);
+        launched.push(poll(&mut l, secs(11), &later).len());
+        // Once they reach their peak they owe nothing.
+        let full: Vec<ContainerStats> =
+            filling.iter().map(|c| ContainerStats { usage: 2 * GB, ..c.clone() }).collect();
+        l.note_usage(&full);
+        assert_eq!(poll(&mut l, secs(22), &node(16 * GB, GB)).len(), 0, "nothing fits in 1 GB");
+        let mut fresh = full.clone();
+        fresh.iter_mut().for_each(|c| c.usage = 0);
+        l.note_usage(&fresh);
+        let waiting = l.waiting().0;
+        assert_eq!(
+            poll(&mut l, secs(33), &node(16 * GB, 4 * GB + GB / 2)).len(),
+            waiting.min(2),
+            "a task that reached its peak is never charged again"
+        );
+    }
+    assert_eq!(launched, vec![2, 0], "000's snapshot launches into memory still owed");
+}
+
+#[test]
+fn a_killed_task_goes_back_in_line_even_when_the_line_is_full() {
+    let mut l = Launcher::new(LaunchConfig { queue_limit: 1, ..LaunchConfig::default() });
+    let n = node(8 * GB, 8 * GB);
+    assert_eq!(l.submit(secs(0), be(1, 1, GB), &n), Admission::Queued);
+    assert_eq!(l.submit(secs(0), be(2, 1, GB), &n), Admission::Rejected(RejectReason::QueueFull));
+    // Task 3 ran and was killed: refusing it now would lose it.
+    assert_eq!(l.requeue(secs(1), be(3, 1, GB)), Admission::Queued);
+    assert_eq!(l.requeue(secs(1), be(3, 1, GB)), Admission::Queued, "once in line");
+    assert_eq!(l.waiting(), (2, 0));
+    assert_eq!(poll(&mut l, secs(2), &n), vec![('L', 1), ('L', 3)]);
+}
+
+#[test]
 fn submissions_are_refused_only_when_too_large_or_the_line_is_full() {
     let mut l = Launcher::new(LaunchConfig { queue_limit: 2, ..LaunchConfig::default() });
     let n = node(8 * GB, 8 * GB);
@@ -377,6 +437,7 @@ fn the_launcher_section_parses_from_toml() {
         max_sync_period = 5.0
         min_sync_period = 0.5
         delay_after_kill = false
+        charge_until_peak = true
         "#,
     )
     .unwrap();
@@ -390,6 +451,7 @@ fn the_launcher_section_parses_from_toml() {
         min_sync_period: 0.5,
         delay_after_kill: false,
         headroom: 0.0,
+        charge_until_peak: true,
     };
     assert_eq!(f.launcher, want);
     assert_eq!(f.launcher.validate(), Ok(()));

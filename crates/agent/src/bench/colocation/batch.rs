@@ -12,6 +12,7 @@
 //! every 100 ms, below 10% of memory free, it kills the newest job.
 
 use super::super::{BenchNode, MIB};
+use super::services::Programs;
 use overbook_linux::ContainerPath;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -60,16 +61,20 @@ pub const PACE: &str = "0.1";
 /// Share of its pages a job rewrites each step.
 pub const DIRTY: &str = "0.25";
 
-/// The command that runs `job`: the chain workload at idle CPU priority and
-/// the OOM score a kubelet gives best-effort pods, through a program named
-/// `be-chain` (a link to overbook), so earlyoom can tell it by name.
-pub fn command(job: &BeJob, be_chain: &Path, chrt: &Path, choom: &Path) -> Vec<String> {
-    [
-        choom.display().to_string(),
-        "-n".into(),
-        "1000".into(),
-        "--".into(),
-        chrt.display().to_string(),
+/// The command that runs `job`: the chain workload under the OOM score a
+/// kubelet gives best-effort pods, at idle CPU priority and on the last CPU
+/// only (a batch CPU pool: CPU is not what this benchmark compares, and
+/// under emulation a job's hashing would otherwise slow production on
+/// every CPU), through a program named `be-chain` (a link to overbook) so
+/// earlyoom can tell it by name.
+pub fn command(job: &BeJob, be_chain: &Path, p: &Programs) -> Vec<String> {
+    let mut argv = vec![p.choom.display().to_string(), "-n".into(), "1000".into(), "--".into()];
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus > 1 {
+        argv.extend([p.taskset.display().to_string(), "-c".into(), (cpus - 1).to_string()]);
+    }
+    argv.extend([
+        p.chrt.display().to_string(),
         "--idle".into(),
         "0".into(),
         be_chain.display().to_string(),
@@ -81,8 +86,8 @@ pub fn command(job: &BeJob, be_chain: &Path, chrt: &Path, choom: &Path) -> Vec<S
         PACE.into(),
         "--dirty".into(),
         DIRTY.into(),
-    ]
-    .to_vec()
+    ]);
+    argv
 }
 
 /// How a peer admits and stops best-effort work.
@@ -123,8 +128,7 @@ pub struct Runner {
     admission: Admission,
     threshold_killer: bool,
     be_chain: PathBuf,
-    chrt: PathBuf,
-    choom: PathBuf,
+    programs: Programs,
     tries: Vec<u32>,
     pub counts: BatchCounts,
 }
@@ -135,8 +139,7 @@ impl Runner {
         admission: Admission,
         threshold_killer: bool,
         be_chain: &Path,
-        chrt: &Path,
-        choom: &Path,
+        programs: &Programs,
     ) -> Runner {
         let n = jobs.len();
         Runner {
@@ -146,8 +149,7 @@ impl Runner {
             admission,
             threshold_killer,
             be_chain: be_chain.to_path_buf(),
-            chrt: chrt.to_path_buf(),
-            choom: choom.to_path_buf(),
+            programs: programs.clone(),
             tries: vec![0; n],
             counts: BatchCounts::default(),
         }
@@ -226,7 +228,7 @@ impl Runner {
         self.tries[job] += 1;
         let name = format!("{}-try{}", self.jobs[job].name, self.tries[job]);
         let container = node.container(&name)?;
-        let argv = command(&self.jobs[job], &self.be_chain, &self.chrt, &self.choom);
+        let argv = command(&self.jobs[job], &self.be_chain, &self.programs);
         let child = crate::spawn::command_in(&*node.cg, &container, &argv[0], &argv[1..])
             .map_err(|e| e.to_string())?
             .stdin(Stdio::null())

@@ -30,6 +30,7 @@ pub struct Programs {
     pub setpriv: PathBuf,
     pub choom: PathBuf,
     pub chrt: PathBuf,
+    pub taskset: PathBuf,
 }
 
 impl Programs {
@@ -57,6 +58,7 @@ impl Programs {
             setpriv: at("/usr/bin/setpriv", "util-linux"),
             choom: at("/usr/bin/choom", "util-linux"),
             chrt: at("/usr/bin/chrt", "util-linux"),
+            taskset: at("/usr/bin/taskset", "util-linux"),
             pg_bin: at(&pg_bin.display().to_string(), "postgresql"),
         };
         for tool in ["postgres", "initdb", "pg_ctl"] {
