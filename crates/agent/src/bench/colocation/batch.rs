@@ -50,14 +50,16 @@ pub fn job_stream(seed: u64, n: usize, capacity: u64) -> Vec<BeJob> {
             BeJob {
                 name: format!("be-{i}"),
                 size: ((capacity as f64 * share) as u64 / MIB).max(8) * MIB,
-                steps: 8 + (next() % 5) as u32 * 4,
+                steps: 4 + (next() % 5) as u32 * 2,
             }
         })
         .collect()
 }
 
-/// Seconds each job pauses between steps.
-pub const PACE: &str = "0.1";
+/// Seconds each job pauses between steps: jobs hold memory more than they
+/// compute, so how much best-effort work a node gets done depends on the
+/// memory it gives them, not on the batch CPU.
+pub const PACE: &str = "3";
 /// Share of its pages a job rewrites each step.
 pub const DIRTY: &str = "0.25";
 

@@ -9,7 +9,7 @@
 //! * production is Debian's Redis (`redis-benchmark` GETs over its data, a
 //!   round a second) and PostgreSQL (`pgbench -S`, throttled, its tables in
 //!   the page cache), each in its container, both reserved at their peak;
-//! * from 35% to 70% of the scene Redis takes in a cache fill that brings
+//! * from 40% to 60% of the scene Redis takes in a cache fill that brings
 //!   production up to its reservation, then drops it;
 //! * best-effort work is a seeded stream of hash-chain jobs
 //!   ([`batch::job_stream`]), kept queued the whole scene, retried from
@@ -186,10 +186,15 @@ fn sizes(capacity: u64) -> ServiceSizes {
     let c = capacity as f64;
     ServiceSizes {
         redis_base: (c * 0.04) as u64,
-        redis_burst: (c * 0.42) as u64,
+        redis_burst: (c * 0.50) as u64,
         pg_scale: ((c * 0.10) / (15.0 * MIB as f64)).round().max(1.0) as u32,
     }
 }
+
+/// When Redis's cache fill comes and goes, as shares of the scene:
+/// production reaches its reservation a fifth of the time.
+const FILL_FROM: f64 = 0.4;
+const FILL_UNTIL: f64 = 0.6;
 
 /// What the drivers, the benchmark and the agent themselves need.
 const OWN_MEMORY: u64 = 160 * MIB;
@@ -518,14 +523,14 @@ impl Run<'_> {
                 Manager::Peer(r, _) => r.tick(&mut node, &mem)?,
                 Manager::Overbook(o) => o.tick(start, &self.jobs, &self.be_chain, p)?,
             }
-            if fill.is_none() && !filled && t >= 0.35 {
+            if fill.is_none() && !filled && t >= FILL_FROM {
                 fill = Some(redis.fill(self.templates.sizes.redis_burst));
                 say(&format!(
                     "{policy}: Redis cache fill at {:.0} s",
                     start.elapsed().as_secs_f64()
                 ));
             }
-            if !filled && t >= 0.70 {
+            if !filled && t >= FILL_UNTIL {
                 if let Some(f) = fill.take() {
                     // The fill is production's: it gets to finish.
                     match f.join().map_err(|_| "the Redis fill panicked".to_string()) {
