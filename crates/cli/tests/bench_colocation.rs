@@ -6,7 +6,7 @@
 //! comparison's numbers are the benchmark's to report (README), not this
 //! test's to assert.
 
-use std::process::Command;
+mod common;
 
 #[test]
 #[ignore = "takes the whole machine (earlyoom, the kernel OOM killer): runs in the VM (scripts/vm)"]
@@ -15,27 +15,16 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
         std::env::var_os("OVERBOOK_VM").is_some(),
         "this test gives the whole machine to earlyoom and the OOM killer: run it in scripts/vm"
     );
-    let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    // The VM's disk: PostgreSQL's tables must be page cache, not memory.
+    let disk = std::env::var("OVERBOOK_VM_DISK").expect("scripts/vm's guest has a disk");
+    let dir = tempfile::tempdir_in(disk).expect("temp dir");
     let json = dir.path().join("colocation.json");
     let plot = dir.path().join("colocation.svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["bench", "colocation", "--seconds", "30"])
-        .arg("--scratch")
-        .arg(dir.path())
-        .arg("--out")
-        .arg(&json)
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .expect("run overbook bench colocation");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
-    println!("{stdout}");
-    assert!(stdout.contains("everything the benchmark made has been removed"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("valid JSON");
+    let scratch = dir.path().display().to_string();
+    let plot_arg = plot.display().to_string();
+    let args =
+        ["bench", "colocation", "--seconds", "30", "--scratch", &scratch, "--plot", &plot_arg];
+    let (_, r) = common::run_bench(&args, &json);
     let scenes = r["scenes"].as_array().expect("scenes");
     let names: Vec<&str> = scenes.iter().filter_map(|s| s["policy"].as_str()).collect();
     assert_eq!(

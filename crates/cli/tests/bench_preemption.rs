@@ -7,7 +7,7 @@
 //!
 //! Needs CRIU, so it runs in the VM (`scripts/vm`, `--include-ignored`).
 
-use std::process::Command;
+mod common;
 
 #[test]
 #[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
@@ -16,22 +16,9 @@ fn every_preemptor_finishes_every_task_right_and_checkpoints_lose_nothing() {
     assert!(criu.usable(), "CRIU must work where this test runs: {:?}", criu.why_not());
     let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
     let json = dir.path().join("preemption.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["bench", "preemption", "--tasks", "3", "--bursts", "2", "--scale", "0.5"])
-        .arg("--scratch")
-        .arg(dir.path())
-        .arg("--out")
-        .arg(&json)
-        .output()
-        .expect("run overbook bench preemption");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
-    println!("{stdout}");
-    assert!(stdout.contains("everything the benchmark made has been removed"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("valid JSON");
+    let scratch = dir.path().display().to_string();
+    let args = ["bench", "preemption", "--tasks", "3", "--bursts", "2", "--scale", "0.5"];
+    let (_, r) = common::run_bench(&[&args[..], &["--scratch", &scratch]].concat(), &json);
     let results = r["results"].as_array().expect("results");
     let names: Vec<&str> = results.iter().filter_map(|x| x["preemptor"].as_str()).collect();
     assert_eq!(names, ["kill", "checkpoint", "adaptive"]);

@@ -15,8 +15,6 @@
 
 mod common;
 
-use std::process::Command;
-
 fn may_run() -> bool {
     common::may_run_on_a_real_node("bench reclaim")
 }
@@ -44,21 +42,9 @@ fn reclaim_reproduces_001_and_003_on_this_kernel() {
     let dir = tempfile::tempdir().expect("temp dir");
     let json = dir.path().join("reclaim.json");
     let (scale, scratch) = scale_and_scratch();
-    let out = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["bench", "reclaim", "--repeats", "5", "--scale", scale, "--scratch"])
-        .arg(scratch)
-        .arg("--out")
-        .arg(&json)
-        .output()
-        .expect("run overbook bench reclaim");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
-    println!("{stdout}");
-    assert!(stdout.contains("everything the benchmark made has been removed"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("valid JSON");
+    let args = ["bench", "reclaim", "--repeats", "5", "--scale", scale, "--scratch"];
+    let scratch = scratch.display().to_string();
+    let (_, r) = common::run_bench(&[&args[..], &[scratch.as_str()]].concat(), &json);
 
     // 001.
     let runs = r["recency"].as_array().expect("recency runs");
