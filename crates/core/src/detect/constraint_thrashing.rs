@@ -43,7 +43,16 @@ struct Run {
     since: Time,
     /// The counter's value then, for the rate reported as evidence.
     base: u64,
+    /// The end of the last interval in which it rose.
+    rose: Time,
 }
+
+/// The longest pause in a counter's rise that does not break it. 000 looks
+/// once a second, so a pause shorter than that never showed there; the
+/// agent looks every 100 ms while the node is under pressure, and a
+/// thrashing container often takes no fault for a tenth of a second. Without
+/// this, the faster the look, the later (or never) thrashing was seen.
+const PAUSE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Runs {
@@ -83,11 +92,12 @@ impl ConstraintThrashing {
     }
 }
 
-/// Extend `run` over `step` when the counter rose fast enough, else end it.
-fn extend(run: &mut Option<Run>, step: &Step, delta: u64, before: u64, min_rate: f64) {
+/// Extend `run` over `step` when the counter rose fast enough; end it when
+/// it rose too slowly, or has not risen for [`PAUSE`].
+fn extend(run: &mut Option<Run>, now: Time, step: &Step, delta: u64, before: u64, min_rate: f64) {
     if delta > 0 && step.rate(delta) >= min_rate {
-        run.get_or_insert(Run { since: step.since, base: before });
-    } else {
+        run.get_or_insert(Run { since: step.since, base: before, rose: now }).rose = now;
+    } else if delta > 0 || run.is_some_and(|r| now - r.rose >= PAUSE) {
         *run = None;
     }
 }
@@ -113,8 +123,9 @@ impl Detector for ConstraintThrashing {
             if let Sample::Step(step) = sample {
                 let (major, refault) =
                     if full { (step.major_delta(), step.refault_delta()) } else { (0, 0) };
-                extend(&mut runs.major, &step, major, step.before.major_faults, self.min_rate);
-                extend(&mut runs.refault, &step, refault, step.before.refaults(), self.min_rate);
+                let rate = self.min_rate;
+                extend(&mut runs.major, now, &step, major, step.before.major_faults, rate);
+                extend(&mut runs.refault, now, &step, refault, step.before.refaults(), rate);
             }
             let mut hit =
                 Hit { id: c.id, lasted: Duration::ZERO, major_rate: None, refault_rate: None };
@@ -125,13 +136,17 @@ impl Detector for ConstraintThrashing {
             let mut lasted = Duration::ZERO;
             for (run, count, rate) in signals {
                 let Some(run) = run else { continue };
-                let length = now - run.since;
+                // How long it has risen: a pause does not count.
+                let length = run.rose - run.since;
                 if length >= self.tolerance {
                     lasted = lasted.max(length);
                     let secs = length.as_secs_f64().max(f64::MIN_POSITIVE);
                     *rate = Some(count.saturating_sub(run.base) as f64 / secs);
                 } else {
-                    let at = run.since + self.tolerance;
+                    // Rising: decided when the window is full; paused:
+                    // when the pause would end it.
+                    let at =
+                        if run.rose == now { run.since + self.tolerance } else { run.rose + PAUSE };
                     decide_at = Some(decide_at.map_or(at, |d| d.min(at)));
                 }
             }
@@ -248,9 +263,35 @@ mod tests {
             let v = at(&mut d, t, &[container(1, Class::BestEffort, 100 * (i as u64 + 1), 0)]);
             assert_eq!(v, Verdict::Watching { decide_at: Time::from_secs(3) }, "t={t}");
         }
-        for t in [3.0, 3.5, 10.0] {
+        // A pause shorter than a second is watched to its end, then over.
+        let v = at(&mut d, 3.0, &[container(1, Class::BestEffort, 500, 0)]);
+        assert_eq!(v, Verdict::Watching { decide_at: Time::from_secs_f64(3.5) });
+        for t in [3.5, 10.0] {
             assert_eq!(at(&mut d, t, &[container(1, Class::BestEffort, 500, 0)]), Verdict::Calm);
         }
+    }
+
+    #[test]
+    fn thrashing_sampled_every_100ms_with_faultless_tenths_is_seen() {
+        let mut d = detector();
+        let mut faults = 0;
+        let mut fired = None;
+        for i in 0..=60u64 {
+            // Faults in two tenths of a second out of three, as a thrashing
+            // container's come under a 100 ms look.
+            if i % 3 != 0 {
+                faults += 20;
+            }
+            let t = i as f64 * 0.1;
+            if let Verdict::Fire(tr) = at(&mut d, t, &[container(1, Class::BestEffort, faults, 0)])
+            {
+                fired = Some((t, tr.lasted));
+                break;
+            }
+        }
+        let (t, lasted) = fired.expect("fires");
+        assert!((3.0..3.3).contains(&t), "after the 3 s window, at {t}");
+        assert!(lasted >= TOL, "{lasted:?}");
     }
 
     #[test]
