@@ -249,6 +249,22 @@ fn file_stem(run: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::summary::fixtures::*;
+
+    #[test]
+    fn grouped_bars_are_drawn_with_every_category_and_series() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("bars.svg");
+        let series = vec![
+            ("p99".to_string(), vec![Some(1.0), Some(2.5)]),
+            ("work".to_string(), vec![None, Some(2.1)]),
+        ];
+        super::draw_bars(&path, "t", "ratio", vec!["isolated".into(), "kernel".into()], series)
+            .expect("drawn");
+        let svg = std::fs::read_to_string(&path).expect("written");
+        for word in ["isolated", "kernel", "p99", "work"] {
+            assert!(svg.contains(word), "{word} missing");
+        }
+    }
     use super::*;
     use overbook_core::Class;
 
