@@ -592,6 +592,11 @@ impl Run<'_> {
 }
 
 /// overbook's agent on the scene's node, the job stream submitted to it.
+/// The services are its `critical` class: they bypass swap and keep their
+/// memory (`memory.min` raised to their usage), so when memory runs short
+/// the kernel reclaims from best-effort jobs, whose thrashing the agent
+/// then ends. The peers get what they allow instead: earlyoom's
+/// `--avoid`, and production's `oom_score_adj` everywhere.
 struct OverbookScene {
     agent: Agent<Box<dyn NodeCgroups>>,
     /// The next job of the stream to submit.
@@ -618,7 +623,7 @@ impl OverbookScene {
             "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
              [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
-             [[classes]]\npattern = \"prod-*\"\nclass = \"production\"\n\
+             [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
              [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
              [policy.preemptor]\nkind = \"{preemptor}\"\n\
              [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
