@@ -64,19 +64,24 @@ pub enum ReportError {
 /// Summaries of every run, named as the scenario names them.
 /// A grouped bar chart (a bar per series in each category) into `path`,
 /// SVG or PNG by its extension: for benchmarks' comparisons outside the
-/// simulator (`overbook bench colocation --plot`).
+/// simulator (`overbook bench colocation --plot`). With `y_max`, taller
+/// bars are cut at it (say so in the title).
 pub fn draw_bars(
     path: &Path,
     title: &str,
     y_label: &str,
+    y_max: Option<f64>,
     categories: Vec<String>,
     series: Vec<(String, Vec<Option<f64>>)>,
 ) -> Result<(), String> {
+    let cut = |v: Option<f64>| v.map(|x| y_max.map_or(x, |m| x.min(m)));
+    let series: Vec<(String, Vec<Option<f64>>)> =
+        series.into_iter().map(|(n, vs)| (n, vs.into_iter().map(cut).collect())).collect();
     let chart = draw::Chart {
         title: title.into(),
         x_label: String::new(),
         y_label: y_label.into(),
-        y_max: None,
+        y_max,
         kind: draw::Kind::Bars {
             categories,
             series: series
@@ -258,8 +263,8 @@ mod tests {
             ("p99".to_string(), vec![Some(1.0), Some(2.5)]),
             ("work".to_string(), vec![None, Some(2.1)]),
         ];
-        super::draw_bars(&path, "t", "ratio", vec!["isolated".into(), "kernel".into()], series)
-            .expect("drawn");
+        let categories = vec!["isolated".into(), "kernel".into()];
+        super::draw_bars(&path, "t", "ratio", Some(2.0), categories, series).expect("drawn");
         let svg = std::fs::read_to_string(&path).expect("written");
         for word in ["isolated", "kernel", "p99", "work"] {
             assert!(svg.contains(word), "{word} missing");

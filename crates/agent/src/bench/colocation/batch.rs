@@ -14,14 +14,14 @@
 use super::super::{BenchNode, MIB};
 use super::services::Programs;
 use overbook_linux::ContainerPath;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Instant;
 
 /// One best-effort job.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BeJob {
     pub name: String,
     pub size: u64,
@@ -102,7 +102,7 @@ pub enum Admission {
 }
 
 /// What the runner counted.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BatchCounts {
     pub completed: usize,
     /// MiB-steps of the completed jobs: their size times their steps.

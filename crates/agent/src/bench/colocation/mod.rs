@@ -36,7 +36,7 @@ use crate::tasks::{RunError, RunRequest};
 use batch::{Admission, BatchCounts, BeJob, MemInfo, Runner};
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use services::{Measured, Programs, ServiceSizes, Templates};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -69,7 +69,7 @@ pub struct ColocationPlan {
 }
 
 /// A production service's figures in one scene.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ServiceResult {
     pub requests: u64,
     /// Requests a second while the driver ran.
@@ -93,7 +93,7 @@ impl ServiceResult {
 }
 
 /// One policy's scene.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SceneResult {
     pub policy: String,
     pub repeat: usize,
@@ -131,7 +131,7 @@ pub struct SceneResult {
 }
 
 /// The whole run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ColocationReport {
     pub seed: u64,
     pub seconds: u64,
@@ -155,7 +155,7 @@ pub struct ColocationReport {
 }
 
 /// A policy over its repeats, relative to `isolated` and `static`.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PolicySummary {
     pub policy: String,
     pub redis_throughput: f64,

@@ -135,7 +135,7 @@ fn chown_tree(dir: &Path, uid: u32, gid: u32) -> Result<(), String> {
 }
 
 /// How big the services are.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ServiceSizes {
     /// Redis's always-present data set (what the GET load reads).
     pub redis_base: u64,
