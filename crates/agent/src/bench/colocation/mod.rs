@@ -418,10 +418,21 @@ fn earlyoom_args() -> Vec<String> {
     .collect()
 }
 
+/// The earlyoom daemon of a scene: it runs outside the node, so the node's
+/// cleanup does not reach it; stopped when dropped, on error paths too.
+struct Earlyoom(Child);
+
+impl Drop for Earlyoom {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Who manages best-effort work in a scene.
 enum Manager {
     None,
-    Peer(Box<Runner>, Option<Child>),
+    Peer(Box<Runner>, Option<Earlyoom>),
     Overbook(Box<OverbookScene>),
 }
 
@@ -462,7 +473,7 @@ impl Run<'_> {
                     .stderr(Stdio::null())
                     .spawn()
                     .map_err(|e| format!("cannot start earlyoom: {e}"))?;
-                Manager::Peer(runner(snapshot, false), Some(child))
+                Manager::Peer(runner(snapshot, false), Some(Earlyoom(child)))
             }
             _ => Manager::Overbook(Box::new(OverbookScene::new(
                 &node,
@@ -572,10 +583,7 @@ impl Run<'_> {
         match manager {
             Manager::None => {}
             Manager::Peer(mut r, earlyoom) => {
-                if let Some(mut e) = earlyoom {
-                    let _ = e.kill();
-                    let _ = e.wait();
-                }
+                drop(earlyoom);
                 r.stop(&mut node);
                 result.batch = r.counts.clone();
             }
