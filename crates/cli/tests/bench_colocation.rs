@@ -1,7 +1,8 @@
 //! `overbook bench colocation` end to end through the binary, short scenes,
 //! in the VM (a whole machine with swap, Debian's Redis, PostgreSQL and
 //! earlyoom, CRIU): every policy runs, production is measured in every
-//! scene, isolated runs no best-effort work, static never loses any, the
+//! scene, every oversubscribed policy runs best-effort work, isolated runs
+//! none, static never loses any, the
 //! table, JSON and plot are written and everything made is removed. The
 //! comparison's numbers are the benchmark's to report (README), not this
 //! test's to assert.
@@ -44,7 +45,9 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
             assert!(s[service]["requests"].as_u64().is_some_and(|n| n > 0), "{service}: {s}");
             assert!(s[service]["p99_ms"].as_f64().is_some_and(|x| x > 0.0), "{service}: {s}");
         }
-        if s["policy"] != "isolated" {
+        // Static may fit nothing: on the CI's 1 GiB guest production
+        // reserves all but 59 MiB, less than the smallest job.
+        if s["policy"] != "isolated" && s["policy"] != "static" {
             assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
         }
     }
