@@ -142,10 +142,10 @@ fn seconds_of(s: &str) -> Result<Duration, String> {
 
 /// A small, fast generator; the pattern only has to defeat the kernel's
 /// readahead and LRU, not be unpredictable.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;

@@ -97,13 +97,8 @@ fn mib(x: f64, scale: f64) -> u64 {
 
 /// The seeded best-effort list: sizes 24..64 MiB, 120..300 steps.
 pub fn task_list(seed: u64, n: usize, scale: f64) -> Vec<BeTask> {
-    let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = crate::workload::XorShift(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.next();
     (0..n)
         .map(|i| BeTask {
             name: format!("be-{i}"),

@@ -37,13 +37,8 @@ impl BeJob {
 
 /// `n` jobs from `seed`, sized from 4% to 12% of `capacity`.
 pub fn job_stream(seed: u64, n: usize, capacity: u64) -> Vec<BeJob> {
-    let mut x = seed ^ 0x2545_f491_4f6c_dd1d;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = crate::workload::XorShift(seed ^ 0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.next();
     (0..n)
         .map(|i| {
             let share = 0.04 + (next() % 5) as f64 * 0.02;

@@ -343,13 +343,10 @@ impl Redis {
             conn.write_all(b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n").map_err(what)?;
             expect_ok(&mut conn)?;
             let mut value = vec![0u8; FILL_OBJECT as usize];
-            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let mut rng = crate::workload::XorShift(0x9e37_79b9_7f4a_7c15);
             for i in 0..(bytes / FILL_OBJECT).max(1) {
                 for chunk in value.chunks_exact_mut(8) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    chunk.copy_from_slice(&x.to_le_bytes());
+                    chunk.copy_from_slice(&rng.next().to_le_bytes());
                 }
                 let key = format!("fill:{i}");
                 let head =
