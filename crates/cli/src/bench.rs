@@ -738,8 +738,11 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         let text =
             std::fs::read_to_string(from).with_context(|| format!("--from {}", from.display()))?;
         let de = &mut serde_json::Deserializer::from_str(&text);
-        let report: ColocationReport = serde_path_to_error::deserialize(de)
+        let mut report: ColocationReport = serde_path_to_error::deserialize(de)
             .map_err(|e| anyhow::anyhow!("--from {}: {e}", from.display()))?;
+        // Summarized again: the figures are this version's, from the scenes.
+        let policies: Vec<String> = report.summary.iter().map(|s| s.policy.clone()).collect();
+        report.summary = colocation::summarize(&policies, &report.scenes);
         print!("{}", colocation::table(&report));
         if let Some(plot) = &args.plot {
             colocation_plot(plot, &report)?;

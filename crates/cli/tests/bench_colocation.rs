@@ -67,3 +67,38 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
         .collect();
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
 }
+
+/// A report shown again without a run (`--from`), on any host: the table
+/// and the plot from the README's report, and clear errors for bad files.
+#[test]
+fn a_report_is_shown_again_from_its_json() {
+    let overbook = env!("CARGO_BIN_EXE_overbook");
+    let report = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/colocation-run8.json");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plot = dir.path().join("again.svg");
+    let out = std::process::Command::new(overbook)
+        .args(["bench", "colocation", "--from", report, "--plot"])
+        .arg(&plot)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let isolated = stdout.lines().find(|l| l.starts_with("isolated ")).expect("isolated row");
+    assert!(isolated.contains("1.00±0.00"), "isolated is its own reference: {isolated}");
+    assert!(stdout.lines().any(|l| l.starts_with("overbook-adaptive ")), "{stdout}");
+    assert!(std::fs::read_to_string(&plot).is_ok_and(|s| s.contains("<svg")), "plot written");
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"seed": 1, "seconds": "ninety"}"#).expect("write");
+    for (file, says) in
+        [(bad.as_path(), "seconds"), (dir.path().join("none.json").as_path(), "none.json")]
+    {
+        let out = std::process::Command::new(overbook)
+            .args(["bench", "colocation", "--from"])
+            .arg(file)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{stderr}");
+    }
+}

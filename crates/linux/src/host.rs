@@ -1,5 +1,6 @@
-//! Node-wide figures from procfs: memory and swap (`/proc/meminfo`) and
-//! memory pressure (`/proc/pressure/memory`).
+//! Node-wide figures from procfs: memory and swap (`/proc/meminfo`),
+//! memory pressure (`/proc/pressure/memory`), memory event counters
+//! (`/proc/vmstat`) and CPU time (`/proc/stat`).
 //!
 //! Why apart from the cgroup traits: they describe the machine, not a
 //! container, and are the same whatever the cgroup version.
@@ -8,7 +9,7 @@ use std::path::Path;
 
 use crate::error::CgroupError;
 use crate::fsio;
-use crate::parse::{MemInfo, Pressure};
+use crate::parse::{CpuTimes, MemInfo, Pressure, VmStat};
 
 /// System-wide PSI for memory.
 pub const SYSTEM_PRESSURE: &str = "/proc/pressure/memory";
@@ -16,6 +17,16 @@ pub const SYSTEM_PRESSURE: &str = "/proc/pressure/memory";
 /// The machine's memory and swap.
 pub fn meminfo() -> Result<MemInfo, CgroupError> {
     fsio::read_proc(MemInfo::FILE, MemInfo::parse)
+}
+
+/// The machine's memory event counters since boot.
+pub fn vmstat() -> Result<VmStat, CgroupError> {
+    fsio::read_proc(VmStat::FILE, VmStat::parse)
+}
+
+/// The machine's CPU time since boot.
+pub fn cpu_times() -> Result<CpuTimes, CgroupError> {
+    fsio::read_proc(CpuTimes::FILE, CpuTimes::parse)
 }
 
 /// The machine's memory pressure, or `None` where the kernel has no PSI

@@ -3,8 +3,8 @@
 //! lines over the keys the parsers know, and real fixtures with random edits.
 
 use overbook_linux::parse::{
-    ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemInfo, MemoryEvents, MemoryStat,
-    Mounts, Pressure, ProcCgroup, V1MemoryStat,
+    ByteCount, CgroupEvents, CgroupProcs, CpuTimes, FreezerState, Limit, MemInfo, MemoryEvents,
+    MemoryStat, Mounts, Pressure, ProcCgroup, V1MemoryStat, VmStat,
 };
 use proptest::prelude::*;
 
@@ -29,6 +29,8 @@ fn parse_all(text: &str) {
     check(CgroupEvents::parse(text));
     check(ProcCgroup::parse(text));
     check(Mounts::parse(text));
+    check(VmStat::parse(text));
+    check(CpuTimes::parse(text));
 }
 
 const FIXTURES: &[&str] = &[
@@ -45,6 +47,8 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/proc/mounts"),
     include_str!("fixtures/proc/self-cgroup"),
     include_str!("fixtures/proc/pressure-memory"),
+    include_str!("fixtures/proc/vmstat"),
+    include_str!("fixtures/proc/stat"),
 ];
 
 const KEYS: &[&str] = &[
@@ -60,6 +64,8 @@ const KEYS: &[&str] = &[
     "MemTotal:",
     "SwapFree:",
     "kB",
+    "cpu",
+    "pswpin",
     "max",
     "populated",
     "frozen",
@@ -142,4 +148,6 @@ fn every_fixture_parses_as_its_own_file() {
     assert!(Mounts::parse(FIXTURES[10]).is_ok());
     assert!(ProcCgroup::parse(FIXTURES[11]).is_ok());
     assert!(Pressure::parse_file(Pressure::SYSTEM_FILE, FIXTURES[12]).is_ok());
+    assert!(VmStat::parse(FIXTURES[13]).is_ok());
+    assert!(CpuTimes::parse(FIXTURES[14]).is_ok());
 }

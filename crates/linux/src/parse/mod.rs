@@ -16,9 +16,11 @@ mod mounts;
 mod oom_control;
 mod pressure;
 mod proc_cgroup;
+mod proc_stat;
 mod procs;
 mod v1_stat;
 mod value;
+mod vmstat;
 
 pub use freezer::{CgroupEvents, FreezerState};
 pub use meminfo::MemInfo;
@@ -28,9 +30,11 @@ pub use mounts::{Mount, Mounts};
 pub use oom_control::V1OomControl;
 pub use pressure::{Pressure, PsiLine};
 pub use proc_cgroup::{CgroupMembership, ProcCgroup};
+pub use proc_stat::CpuTimes;
 pub use procs::{CgroupProcs, Pid};
 pub use v1_stat::V1MemoryStat;
 pub use value::{ByteCount, Limit};
+pub use vmstat::VmStat;
 
 use std::fmt;
 

@@ -13,6 +13,7 @@
 
 use super::super::{BenchNode, MIB};
 use super::services::Programs;
+use overbook_linux::parse::MemInfo;
 use overbook_linux::ContainerPath;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -155,7 +156,7 @@ impl Runner {
     /// One look: reaps what ended, kills (threshold peer), admits.
     pub fn tick(&mut self, node: &mut BenchNode, mem: &MemInfo) -> Result<(), String> {
         self.reap(node);
-        if self.threshold_killer && mem.available * 10 < mem.total {
+        if self.threshold_killer && mem.available_or_free() * 10 < mem.total {
             if let Some(newest) = self.running.iter().max_by_key(|r| r.started) {
                 let _ = node.cg.kill(&newest.container);
             }
@@ -209,7 +210,7 @@ impl Runner {
                             self.jobs[r.job].peak().saturating_sub(used)
                         })
                         .sum();
-                    mem.available.saturating_sub(owed) >= peak + headroom
+                    mem.available_or_free().saturating_sub(owed) >= peak + headroom
                 }
             };
             if !fits {
@@ -249,37 +250,6 @@ impl Runner {
     }
 }
 
-/// The machine's memory, from /proc/meminfo.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MemInfo {
-    pub total: u64,
-    pub available: u64,
-}
-
-impl MemInfo {
-    pub fn read() -> Result<MemInfo, String> {
-        let text =
-            std::fs::read_to_string("/proc/meminfo").map_err(|e| format!("/proc/meminfo: {e}"))?;
-        MemInfo::parse(&text)
-    }
-
-    pub fn parse(text: &str) -> Result<MemInfo, String> {
-        let field = |key: &str| -> Result<u64, String> {
-            let line = text
-                .lines()
-                .find(|l| l.split(':').next() == Some(key))
-                .ok_or_else(|| format!("/proc/meminfo: no {key} line"))?;
-            let kib: u64 = line
-                .split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("/proc/meminfo: bad {key} line {line:?}"))?;
-            Ok(kib * 1024)
-        };
-        Ok(MemInfo { total: field("MemTotal")?, available: field("MemAvailable")? })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,16 +266,5 @@ mod tests {
         );
         assert!(a.iter().all(|j| j.size >= 64 * MIB && j.size <= 193 * MIB), "{a:?}");
         assert!(a.iter().any(|j| j.size != a[0].size), "mixed sizes");
-    }
-
-    #[test]
-    fn meminfo_is_read_and_odd_files_named() {
-        let m = MemInfo::parse("MemTotal: 2048 kB\nMemFree: 10 kB\nMemAvailable: 1024 kB\n")
-            .expect("parses");
-        assert_eq!((m.total, m.available), (2 << 20, 1 << 20));
-        let e = MemInfo::parse("MemTotal: 2048 kB\n").expect_err("no available");
-        assert!(e.contains("MemAvailable"), "{e}");
-        let e = MemInfo::parse("MemTotal: lots kB\nMemAvailable: 1 kB\n").expect_err("bad");
-        assert!(e.contains("bad MemTotal"), "{e}");
     }
 }

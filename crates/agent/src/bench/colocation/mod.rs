@@ -26,19 +26,19 @@
 
 pub mod batch;
 pub mod latency;
+mod overbook;
 pub mod services;
+mod summary;
+mod watch;
+
+pub use summary::{summarize, table, PolicySummary};
 
 use super::{BenchNode, MIB};
-use crate::agent::Agent;
-use crate::config::AgentConfig;
-use crate::events::{Event, EventLog};
-use crate::tasks::{RunError, RunRequest};
-use batch::{Admission, BatchCounts, BeJob, MemInfo, Runner};
-use overbook_core::{Class, Time};
-use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
+use batch::{Admission, BatchCounts, BeJob, Runner};
+use overbook::OverbookScene;
+use overbook_linux::host;
 use serde::{Deserialize, Serialize};
 use services::{Measured, Programs, ServiceSizes, Templates};
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,33 +154,6 @@ pub struct ColocationReport {
     pub earlyoom_args: Vec<String>,
 }
 
-/// A policy over its repeats, relative to `isolated` and `static`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct PolicySummary {
-    pub policy: String,
-    pub redis_throughput: f64,
-    pub redis_p50: f64,
-    pub redis_p99: f64,
-    pub pg_throughput: f64,
-    pub pg_p50: f64,
-    pub pg_p99: f64,
-    /// Largest minus smallest over the repeats (0 with one).
-    pub redis_p99_spread: f64,
-    pub pg_p99_spread: f64,
-    pub be_completed: f64,
-    /// Best-effort work over `static`'s.
-    pub be_work: f64,
-    pub be_work_spread: f64,
-    pub lost_s: f64,
-    pub kills: f64,
-    pub suspensions: f64,
-    pub checkpoints: f64,
-    pub oom_kills: f64,
-    pub prod_stall_s: f64,
-    /// Driver rounds that failed (a dead or silent service), all repeats.
-    pub failures: usize,
-}
-
 /// Sizes from the node's capacity: the shares the README explains.
 fn sizes(capacity: u64) -> ServiceSizes {
     let c = capacity as f64;
@@ -233,12 +206,13 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
                     guest zram)"
             .into());
     }
-    let mem = MemInfo::read()?;
-    let capacity = mem.available.saturating_sub(OWN_MEMORY);
+    let mem = host::meminfo().map_err(|e| e.to_string())?;
+    let capacity = mem.available_or_free().saturating_sub(OWN_MEMORY);
     if capacity < 512 * MIB {
         return Err(format!(
-            "{} MiB available: the comparison needs 672 MiB at least",
-            mem.available / MIB
+            "{} MiB available: the comparison needs {} MiB at least",
+            mem.available_or_free() / MIB,
+            (512 * MIB + OWN_MEMORY) / MIB
         ));
     }
     let scratch = tempfile::Builder::new()
@@ -486,30 +460,8 @@ impl Run<'_> {
         };
         let logs = dir.join("pgbench");
         std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-        let oom0 = vmstat("oom_kill");
-        let full0 = psi_total(Path::new("/proc/pressure/memory"), "full");
-        let prod_psi = |node: &BenchNode| -> f64 {
-            [&redis.container, &pg.container]
-                .iter()
-                .map(|c| psi_total(&node.dir(Some(c)).join("memory.pressure"), "some"))
-                .sum()
-        };
-        let stall0 = prod_psi(&node);
-        let prod_refaults = |node: &BenchNode| -> u64 {
-            [&redis.container, &pg.container]
-                .iter()
-                .map(|c| {
-                    let stat = node.dir(Some(c)).join("memory.stat");
-                    ["workingset_refault_anon", "workingset_refault_file"]
-                        .iter()
-                        .map(|k| super::read_keyed(&stat, k).unwrap_or(0))
-                        .sum::<u64>()
-                })
-                .sum()
-        };
-        let refaults0 = prod_refaults(&node);
-        let cpu0 = cpu_times();
-        let mut available_min = u64::MAX;
+        let mut watch =
+            watch::SceneWatch::start(&node, vec![redis.container.clone(), pg.container.clone()])?;
         let stop = Arc::new(AtomicBool::new(false));
         let redis_load = services::redis_load(
             p,
@@ -522,13 +474,12 @@ impl Run<'_> {
         let start = Instant::now();
         let span = Duration::from_secs(self.plan.seconds);
         let mut fill = None;
-        let (mut fill_s, mut filled, mut swap_peak) = (f64::NAN, false, 0u64);
+        let (mut fill_s, mut filled) = (f64::NAN, false);
         let mut result = SceneResult { policy: policy.into(), repeat, ..SceneResult::default() };
         while start.elapsed() < span {
             let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
-            let mem = MemInfo::read()?;
-            available_min = available_min.min(mem.available);
-            swap_peak = swap_peak.max(swap_used().unwrap_or(0));
+            let mem = host::meminfo().map_err(|e| e.to_string())?;
+            watch.look(&mem);
             match &mut manager {
                 Manager::None => {}
                 Manager::Peer(r, _) => r.tick(&mut node, &mem)?,
@@ -566,20 +517,8 @@ impl Run<'_> {
         let pg_m = pg_load.join().map_err(|_| "the PostgreSQL driver panicked")??;
         result.redis = ServiceResult::of(&redis_m);
         result.postgres = ServiceResult::of(&pg_m);
-        result.prod_stall_s = (prod_psi(&node) - stall0).max(0.0);
-        result.machine_full_stall_s =
-            (psi_total(Path::new("/proc/pressure/memory"), "full") - full0).max(0.0);
-        result.oom_kills = vmstat("oom_kill").saturating_sub(oom0);
         result.fill_s = fill_s;
-        result.swap_peak = swap_peak;
-        result.available_min = available_min;
-        if let (Some(a), Some(b)) = (cpu0, cpu_times()) {
-            let total = (b.0 - a.0).max(1) as f64;
-            result.cpu_busy =
-                (b.0 - a.0).saturating_sub(b.1 - a.1).saturating_sub(b.2 - a.2) as f64 / total;
-            result.cpu_iowait = (b.2 - a.2) as f64 / total;
-        }
-        result.prod_refaults = prod_refaults(&node).saturating_sub(refaults0);
+        watch.finish(&node, &mut result);
         match manager {
             Manager::None => {}
             Manager::Peer(mut r, earlyoom) => {
@@ -599,387 +538,9 @@ impl Run<'_> {
     }
 }
 
-/// overbook's agent on the scene's node, the job stream submitted to it.
-/// The services are its `critical` class: they bypass swap and keep their
-/// memory (`memory.min` raised to their usage), so when memory runs short
-/// the kernel reclaims from best-effort jobs, whose thrashing the agent
-/// then ends. The peers get what they allow instead: earlyoom's
-/// `--avoid`, and production's `oom_score_adj` everywhere.
-struct OverbookScene {
-    agent: Agent<Box<dyn NodeCgroups>>,
-    /// The next job of the stream to submit.
-    next: usize,
-    /// Jobs the kernel killed under the agent (it retries only its own
-    /// kills), to resubmit under a new name.
-    retry: VecDeque<usize>,
-    retries: u32,
-    kernel_kills: usize,
-}
-
-impl OverbookScene {
-    fn new(
-        node: &BenchNode,
-        policy: &str,
-        dir: &Path,
-        images: Option<&Path>,
-        capacity: u64,
-        headroom: u64,
-    ) -> Result<OverbookScene, String> {
-        let preemptor = policy.strip_prefix("overbook-").unwrap_or(policy);
-        let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
-        let text = format!(
-            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
-             [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
-             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
-             [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
-             [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
-             [policy.preemptor]\nkind = \"{preemptor}\"\n\
-             [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
-            node.root.as_str(),
-            dir.join("tasks").display(),
-            headroom as f64 / capacity as f64,
-            images.display(),
-        );
-        let cfg = AgentConfig::parse(&text, "bench colocation").map_err(|e| e.to_string())?;
-        let cg = host_cgroups(&HostSupport::probe()).map_err(|e| e.to_string())?;
-        let mut agent =
-            Agent::new(&cfg, cg, EventLog::in_memory(200_000)).map_err(|e| e.to_string())?;
-        agent.note_checkpoint_support(Time::ZERO);
-        Ok(OverbookScene { agent, next: 0, retry: VecDeque::new(), retries: 0, kernel_kills: 0 })
-    }
-
-    fn tick(
-        &mut self,
-        start: Instant,
-        jobs: &[BeJob],
-        be_chain: &Path,
-        p: &Programs,
-    ) -> Result<(), String> {
-        let now = Time::from_micros(start.elapsed().as_micros() as u64);
-        let from = self.agent.events().recent().count();
-        self.agent.tick(now).map_err(|e| e.to_string())?;
-        let failed: Vec<String> = self
-            .agent
-            .events()
-            .recent()
-            .skip(from)
-            .filter(|e| e.kind == "finished" && e.detail["status"] != "exit status: 0")
-            .map(|e| task_of(e).to_string())
-            .collect();
-        for name in failed {
-            if let Some(j) = jobs.iter().position(|j| j.name == job_of(&name)) {
-                self.kernel_kills += 1;
-                self.retry.push_back(j);
-            }
-        }
-        // The launcher's line holds `queue_limit` tasks: the stream is fed
-        // to it as it takes them, retries first.
-        loop {
-            let (job, retry) = match self.retry.front() {
-                Some(&j) => (j, true),
-                None if self.next < jobs.len() => (self.next, false),
-                None => return Ok(()),
-            };
-            let j = &jobs[job];
-            let name =
-                if retry { format!("{}-r{}", j.name, self.retries + 1) } else { j.name.clone() };
-            match self.submit(now, j, &name, be_chain, p) {
-                Ok(()) => {}
-                Err(RunError::Rejected(why)) if why == "QueueFull" => return Ok(()),
-                Err(e) => return Err(format!("{name}: {e}")),
-            }
-            if retry {
-                self.retry.pop_front();
-                self.retries += 1;
-            } else {
-                self.next += 1;
-            }
-        }
-    }
-
-    fn submit(
-        &mut self,
-        now: Time,
-        job: &BeJob,
-        name: &str,
-        be_chain: &Path,
-        p: &Programs,
-    ) -> Result<(), RunError> {
-        let req = RunRequest {
-            name: name.into(),
-            class: Class::BestEffort,
-            mem_peak: Some(job.peak()),
-            job: Some(job.name.clone()),
-            weight: None,
-            command: batch::command(job, be_chain, p),
-            cwd: None,
-        };
-        self.agent.submit(now, req).map(drop)
-    }
-
-    fn finish(
-        self,
-        r: &mut SceneResult,
-        jobs: &[BeJob],
-        file: Option<&Path>,
-    ) -> Result<(), String> {
-        let events: Vec<Event> = self.agent.events().recent().cloned().collect();
-        drop(self.agent);
-        if let Some(file) = file {
-            let mut text = String::new();
-            for e in &events {
-                text.push_str(&serde_json::to_string(e).map_err(|e| e.to_string())?);
-                text.push('\n');
-            }
-            std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-        }
-        for e in &events {
-            *r.agent_events.entry(e.kind.clone()).or_insert(0) += 1;
-        }
-        for e in &events {
-            match e.kind.as_str() {
-                "finished" if e.detail["status"] == "exit status: 0" => {
-                    let base = job_of(task_of(e));
-                    if let Some(j) = jobs.iter().find(|j| j.name == base) {
-                        r.batch.completed += 1;
-                        r.batch.work_mib_steps += j.size / MIB * u64::from(j.steps);
-                    }
-                }
-                "started" if task_of(e).starts_with("be-") => r.batch.started += 1,
-                "preempted" => match e.detail["how"].as_str().unwrap_or("") {
-                    "kill" => {
-                        r.batch.kills += 1;
-                        r.batch.lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
-                    }
-                    h if h.contains("checkpoint") => r.checkpoints += 1,
-                    _ => r.suspensions += 1,
-                },
-                "resumed" if e.detail["how"] == "restore" => r.restores += 1,
-                _ => {}
-            }
-        }
-        r.batch.kills += self.kernel_kills;
-        Ok(())
-    }
-}
-
-/// The job a task runs: `be-3` for `be-3` and its retry `be-3-r1`.
-fn job_of(task: &str) -> &str {
-    task.split("-r").next().unwrap_or(task)
-}
-
-fn task_of(e: &Event) -> &str {
-    e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("")
-}
-
-/// The machine's CPU time so far from `/proc/stat`: total, idle, iowait
-/// (clock ticks).
-fn cpu_times() -> Option<(u64, u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = text.lines().find(|l| l.starts_with("cpu "))?;
-    let f: Vec<u64> = cpu.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal (guest time is in user).
-    let total = f.iter().take(8).sum();
-    Some((total, *f.get(3)?, *f.get(4)?))
-}
-
-/// A `/proc/vmstat` counter (0 when absent).
-fn vmstat(key: &str) -> u64 {
-    super::read_keyed(Path::new("/proc/vmstat"), key).unwrap_or(0)
-}
-
-/// Swap in use, from /proc/meminfo.
-fn swap_used() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = |key: &str| -> Option<u64> {
-        text.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
-    };
-    Some((kib("SwapTotal:")?.saturating_sub(kib("SwapFree:")?)) * 1024)
-}
-
-/// A PSI file's `some` or `full` total, seconds (0 when unreadable).
-fn psi_total(path: &Path, line: &str) -> f64 {
-    let Ok(text) = std::fs::read_to_string(path) else { return 0.0 };
-    text.lines()
-        .find(|l| l.starts_with(line))
-        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("total=")))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(0.0, |us| us as f64 / 1e6)
-}
-
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let v: Vec<f64> = xs.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
-fn spread(xs: impl Iterator<Item = f64>) -> f64 {
-    let v: Vec<f64> = xs.filter(|x| x.is_finite()).collect();
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        hi - lo
-    }
-}
-
-/// Each policy over its repeats: production against `isolated`'s mean,
-/// best-effort work against `static`'s.
-pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySummary> {
-    fn of<'a>(scenes: &'a [SceneResult], p: &'a str) -> impl Iterator<Item = &'a SceneResult> {
-        scenes.iter().filter(move |s| s.policy == p)
-    }
-    let of = |p: &'static str| of(scenes, p);
-    let base = |f: fn(&SceneResult) -> f64| mean(of("isolated").map(f));
-    let (rt, r50, r99) =
-        (base(|s| s.redis.throughput), base(|s| s.redis.p50_ms), base(|s| s.redis.p99_ms));
-    let (pt, p50, p99) =
-        (base(|s| s.postgres.throughput), base(|s| s.postgres.p50_ms), base(|s| s.postgres.p99_ms));
-    let static_work = mean(of("static").map(|s| s.batch.work_mib_steps as f64));
-    policies
-        .iter()
-        .map(|p| {
-            let m = |f: &dyn Fn(&SceneResult) -> f64| {
-                mean(scenes.iter().filter(|s| &s.policy == p).map(f))
-            };
-            let sp = |f: &dyn Fn(&SceneResult) -> f64| {
-                spread(scenes.iter().filter(|s| &s.policy == p).map(f))
-            };
-            PolicySummary {
-                policy: p.clone(),
-                redis_throughput: m(&|s| s.redis.throughput) / rt,
-                redis_p50: m(&|s| s.redis.p50_ms) / r50,
-                redis_p99: m(&|s| s.redis.p99_ms) / r99,
-                pg_throughput: m(&|s| s.postgres.throughput) / pt,
-                pg_p50: m(&|s| s.postgres.p50_ms) / p50,
-                pg_p99: m(&|s| s.postgres.p99_ms) / p99,
-                redis_p99_spread: sp(&|s| s.redis.p99_ms) / r99,
-                pg_p99_spread: sp(&|s| s.postgres.p99_ms) / p99,
-                be_completed: m(&|s| s.batch.completed as f64),
-                be_work: m(&|s| s.batch.work_mib_steps as f64) / static_work,
-                be_work_spread: sp(&|s| s.batch.work_mib_steps as f64) / static_work,
-                lost_s: m(&|s| s.batch.lost_s),
-                kills: m(&|s| s.batch.kills as f64),
-                suspensions: m(&|s| s.suspensions as f64),
-                checkpoints: m(&|s| s.checkpoints as f64),
-                oom_kills: m(&|s| s.oom_kills as f64),
-                prod_stall_s: m(&|s| s.prod_stall_s),
-                failures: scenes
-                    .iter()
-                    .filter(|s| &s.policy == p)
-                    .map(|s| s.redis.failures.len() + s.postgres.failures.len())
-                    .sum(),
-            }
-        })
-        .collect()
-}
-
-/// The report as a table.
-pub fn table(r: &ColocationReport) -> String {
-    let mut out = format!(
-        "seed {}, {} s a scene, node {} MiB (machine {} MiB), production reserved {} MiB, \
-         static best-effort {} MiB\n\
-         production relative to isolated (x: ratio; ±: spread over repeats), best-effort \
-         work relative to static\n",
-        r.seed,
-        r.seconds,
-        r.capacity / MIB,
-        r.machine_memory / MIB,
-        r.reserved / MIB,
-        r.capacity.saturating_sub(r.reserved) / MIB,
-    );
-    out.push_str(&format!(
-        "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
-        "policy",
-        "redis t",
-        "r p50",
-        "r p99",
-        "pg t",
-        "pg p50",
-        "pg p99",
-        "BE ok",
-        "BE work",
-        "lost s",
-        "kills",
-        "susp",
-        "ckpt",
-        "oom",
-        "stall s",
-        "fail"
-    ));
-    let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
-    for s in &r.summary {
-        out.push_str(&format!(
-            "{:<18} {:>7} {:>7} {:>12} {:>7} {:>7} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
-            s.policy,
-            f(s.redis_throughput, 2),
-            f(s.redis_p50, 2),
-            format!("{}±{}", f(s.redis_p99, 2), f(s.redis_p99_spread, 2)),
-            f(s.pg_throughput, 2),
-            f(s.pg_p50, 2),
-            format!("{}±{}", f(s.pg_p99, 2), f(s.pg_p99_spread, 2)),
-            f(s.be_completed, 1),
-            format!("{}±{}", f(s.be_work, 2), f(s.be_work_spread, 2)),
-            f(s.lost_s, 1),
-            f(s.kills, 1),
-            f(s.suspensions, 1),
-            f(s.checkpoints, 1),
-            f(s.oom_kills, 1),
-            f(s.prod_stall_s, 1),
-            s.failures,
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scene(policy: &str, p99: f64, work: u64) -> SceneResult {
-        SceneResult {
-            policy: policy.into(),
-            redis: ServiceResult {
-                requests: 10,
-                throughput: 100.0,
-                p50_ms: 1.0,
-                p99_ms: p99,
-                failures: vec![],
-            },
-            postgres: ServiceResult {
-                requests: 10,
-                throughput: 50.0,
-                p50_ms: 2.0,
-                p99_ms: 4.0,
-                failures: vec![],
-            },
-            batch: BatchCounts { work_mib_steps: work, ..BatchCounts::default() },
-            ..SceneResult::default()
-        }
-    }
-
-    #[test]
-    fn the_summary_is_relative_to_isolated_and_static() {
-        let policies: Vec<String> =
-            ["isolated", "static", "kernel"].iter().map(|s| s.to_string()).collect();
-        let scenes = [
-            scene("isolated", 2.0, 0),
-            scene("static", 2.0, 100),
-            scene("kernel", 5.0, 300),
-            scene("kernel", 3.0, 100),
-        ];
-        let s = summarize(&policies, &scenes);
-        assert_eq!(s[0].redis_p99, 1.0);
-        assert_eq!(s[2].redis_p99, 2.0);
-        assert_eq!(s[2].redis_p99_spread, 1.0);
-        assert_eq!(s[2].be_work, 2.0);
-        assert_eq!(s[2].be_work_spread, 2.0);
-        assert!(s[0].be_work == 0.0);
-    }
 
     #[test]
     fn sizes_follow_the_capacity() {

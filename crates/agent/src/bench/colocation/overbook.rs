@@ -1,0 +1,201 @@
+//! The overbook scenes of `bench colocation`: the agent in-process on the
+//! scene's node, the job stream submitted to it as its launcher takes jobs.
+
+use super::batch::{self, BeJob};
+use super::services::Programs;
+use super::SceneResult;
+use crate::agent::Agent;
+use crate::bench::{BenchNode, MIB};
+use crate::config::AgentConfig;
+use crate::events::{Event, EventLog};
+use crate::tasks::{RunError, RunRequest};
+use overbook_core::{Class, Time};
+use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::Instant;
+
+/// overbook's agent on the scene's node, the job stream submitted to it.
+/// The services are its `critical` class: they bypass swap and keep their
+/// memory (`memory.min` raised to their usage), so when memory runs short
+/// the kernel reclaims from best-effort jobs, whose thrashing the agent
+/// then ends. The peers get what they allow instead: earlyoom's
+/// `--avoid`, and production's `oom_score_adj` everywhere.
+pub(super) struct OverbookScene {
+    agent: Agent<Box<dyn NodeCgroups>>,
+    /// The next job of the stream to submit.
+    next: usize,
+    /// Jobs the kernel killed under the agent (it retries only its own
+    /// kills), to resubmit under a new name.
+    retry: VecDeque<usize>,
+    retries: u32,
+    kernel_kills: usize,
+}
+
+impl OverbookScene {
+    pub(super) fn new(
+        node: &BenchNode,
+        policy: &str,
+        dir: &Path,
+        images: Option<&Path>,
+        capacity: u64,
+        headroom: u64,
+    ) -> Result<OverbookScene, String> {
+        let preemptor = policy.strip_prefix("overbook-").unwrap_or(policy);
+        let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
+        let text = format!(
+            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
+             [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
+             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
+             [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
+             [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
+             [policy.preemptor]\nkind = \"{preemptor}\"\n\
+             [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
+            node.root.as_str(),
+            dir.join("tasks").display(),
+            headroom as f64 / capacity as f64,
+            images.display(),
+        );
+        let cfg = AgentConfig::parse(&text, "bench colocation").map_err(|e| e.to_string())?;
+        let cg = host_cgroups(&HostSupport::probe()).map_err(|e| e.to_string())?;
+        let mut agent =
+            Agent::new(&cfg, cg, EventLog::in_memory(200_000)).map_err(|e| e.to_string())?;
+        agent.note_checkpoint_support(Time::ZERO);
+        Ok(OverbookScene { agent, next: 0, retry: VecDeque::new(), retries: 0, kernel_kills: 0 })
+    }
+
+    pub(super) fn tick(
+        &mut self,
+        start: Instant,
+        jobs: &[BeJob],
+        be_chain: &Path,
+        p: &Programs,
+    ) -> Result<(), String> {
+        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let from = self.agent.events().recent().count();
+        self.agent.tick(now).map_err(|e| e.to_string())?;
+        let failed: Vec<String> = self
+            .agent
+            .events()
+            .recent()
+            .skip(from)
+            .filter(|e| e.kind == "finished" && e.detail["status"] != "exit status: 0")
+            .map(|e| task_of(e).to_string())
+            .collect();
+        for name in failed {
+            if let Some(j) = jobs.iter().position(|j| j.name == job_of(&name)) {
+                self.kernel_kills += 1;
+                self.retry.push_back(j);
+            }
+        }
+        // The launcher's line holds `queue_limit` tasks: the stream is fed
+        // to it as it takes them, retries first.
+        loop {
+            let (job, retry) = match self.retry.front() {
+                Some(&j) => (j, true),
+                None if self.next < jobs.len() => (self.next, false),
+                None => return Ok(()),
+            };
+            let j = &jobs[job];
+            let name =
+                if retry { format!("{}-r{}", j.name, self.retries + 1) } else { j.name.clone() };
+            match self.submit(now, j, &name, be_chain, p) {
+                Ok(()) => {}
+                Err(RunError::Rejected(why)) if why == "QueueFull" => return Ok(()),
+                Err(e) => return Err(format!("{name}: {e}")),
+            }
+            if retry {
+                self.retry.pop_front();
+                self.retries += 1;
+            } else {
+                self.next += 1;
+            }
+        }
+    }
+
+    fn submit(
+        &mut self,
+        now: Time,
+        job: &BeJob,
+        name: &str,
+        be_chain: &Path,
+        p: &Programs,
+    ) -> Result<(), RunError> {
+        let req = RunRequest {
+            name: name.into(),
+            class: Class::BestEffort,
+            mem_peak: Some(job.peak()),
+            job: Some(job.name.clone()),
+            weight: None,
+            command: batch::command(job, be_chain, p),
+            cwd: None,
+        };
+        self.agent.submit(now, req).map(drop)
+    }
+
+    pub(super) fn finish(
+        self,
+        r: &mut SceneResult,
+        jobs: &[BeJob],
+        file: Option<&Path>,
+    ) -> Result<(), String> {
+        let events: Vec<Event> = self.agent.events().recent().cloned().collect();
+        drop(self.agent);
+        if let Some(file) = file {
+            let mut text = String::new();
+            for e in &events {
+                text.push_str(&serde_json::to_string(e).map_err(|e| e.to_string())?);
+                text.push('\n');
+            }
+            std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+        for e in &events {
+            *r.agent_events.entry(e.kind.clone()).or_insert(0) += 1;
+        }
+        for e in &events {
+            match e.kind.as_str() {
+                "finished" if e.detail["status"] == "exit status: 0" => {
+                    let base = job_of(task_of(e));
+                    if let Some(j) = jobs.iter().find(|j| j.name == base) {
+                        r.batch.completed += 1;
+                        r.batch.work_mib_steps += j.size / MIB * u64::from(j.steps);
+                    }
+                }
+                "started" if task_of(e).starts_with("be-") => r.batch.started += 1,
+                "preempted" => match e.detail["how"].as_str().unwrap_or("") {
+                    "kill" => {
+                        r.batch.kills += 1;
+                        r.batch.lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
+                    }
+                    h if h.contains("checkpoint") => r.checkpoints += 1,
+                    _ => r.suspensions += 1,
+                },
+                "resumed" if e.detail["how"] == "restore" => r.restores += 1,
+                _ => {}
+            }
+        }
+        r.batch.kills += self.kernel_kills;
+        Ok(())
+    }
+}
+
+/// The job a task runs: `be-3` for `be-3` and its retry `be-3-r1`.
+fn job_of(task: &str) -> &str {
+    task.split("-r").next().unwrap_or(task)
+}
+
+fn task_of(e: &Event) -> &str {
+    e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_counts_as_its_job() {
+        assert_eq!(job_of("be-3"), "be-3");
+        assert_eq!(job_of("be-3-r1"), "be-3");
+        assert_eq!(job_of("be-12-r10"), "be-12");
+    }
+}

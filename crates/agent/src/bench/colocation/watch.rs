@@ -1,0 +1,108 @@
+//! What `bench colocation` watches of the machine and of production in a
+//! scene, besides the drivers' own figures: read at the start, at every
+//! look, and at the end, through `overbook-linux`'s readers.
+
+use super::SceneResult;
+use crate::bench::BenchNode;
+use overbook_linux::host;
+use overbook_linux::parse::{CpuTimes, MemInfo};
+use overbook_linux::ContainerPath;
+
+/// Production's memory counters, summed over its containers.
+#[derive(Clone, Copy, Default)]
+struct Production {
+    /// Seconds some task stalled on memory (PSI `some`).
+    stall_s: f64,
+    /// Pages read back after eviction (anonymous and file).
+    refaults: u64,
+}
+
+impl Production {
+    fn read(node: &BenchNode, containers: &[ContainerPath]) -> Result<Production, String> {
+        let mut sum = Production::default();
+        for c in containers {
+            let counters = node
+                .cg
+                .counters(c)
+                .map_err(|e| e.to_string())?
+                .done()
+                .ok_or_else(|| format!("{c}: production's container is gone"))?;
+            sum.stall_s += counters.pressure.map_or(0.0, |p| p.some.total.as_secs_f64());
+            sum.refaults += counters.refault_anon.unwrap_or(0) + counters.refault_file.unwrap_or(0);
+        }
+        Ok(sum)
+    }
+}
+
+/// The machine's counters that only grow.
+#[derive(Clone, Copy)]
+struct Machine {
+    oom_kills: u64,
+    /// Seconds every task stalled on memory (PSI `full`; 0 without PSI).
+    full_stall_s: f64,
+    cpu: CpuTimes,
+}
+
+impl Machine {
+    fn read() -> Result<Machine, String> {
+        let vmstat = host::vmstat().map_err(|e| e.to_string())?;
+        let pressure = host::system_pressure().map_err(|e| e.to_string())?;
+        Ok(Machine {
+            oom_kills: vmstat.oom_kill.unwrap_or(0),
+            full_stall_s: pressure.and_then(|p| p.full).map_or(0.0, |l| l.total.as_secs_f64()),
+            cpu: host::cpu_times().map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// One scene's watch.
+pub(super) struct SceneWatch {
+    production: Vec<ContainerPath>,
+    machine0: Machine,
+    production0: Production,
+    available_min: u64,
+    swap_peak: u64,
+}
+
+impl SceneWatch {
+    /// The readings at the scene's start.
+    pub(super) fn start(
+        node: &BenchNode,
+        production: Vec<ContainerPath>,
+    ) -> Result<SceneWatch, String> {
+        Ok(SceneWatch {
+            machine0: Machine::read()?,
+            production0: Production::read(node, &production)?,
+            production,
+            available_min: u64::MAX,
+            swap_peak: 0,
+        })
+    }
+
+    /// A look at the machine's memory.
+    pub(super) fn look(&mut self, mem: &MemInfo) {
+        self.available_min = self.available_min.min(mem.available_or_free());
+        self.swap_peak = self.swap_peak.max(mem.swap_total.saturating_sub(mem.swap_free));
+    }
+
+    /// The scene's figures into `r`; what cannot be read is noted there.
+    pub(super) fn finish(self, node: &BenchNode, r: &mut SceneResult) {
+        r.available_min = self.available_min;
+        r.swap_peak = self.swap_peak;
+        match Machine::read() {
+            Ok(m) => {
+                r.oom_kills = m.oom_kills.saturating_sub(self.machine0.oom_kills);
+                r.machine_full_stall_s = (m.full_stall_s - self.machine0.full_stall_s).max(0.0);
+                (r.cpu_busy, r.cpu_iowait) = m.cpu.shares_since(&self.machine0.cpu);
+            }
+            Err(e) => r.notes.push(format!("the machine's counters at the end: {e}")),
+        }
+        match Production::read(node, &self.production) {
+            Ok(p) => {
+                r.prod_stall_s = (p.stall_s - self.production0.stall_s).max(0.0);
+                r.prod_refaults = p.refaults.saturating_sub(self.production0.refaults);
+            }
+            Err(e) => r.notes.push(format!("production's counters at the end: {e}")),
+        }
+    }
+}
