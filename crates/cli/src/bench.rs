@@ -128,8 +128,8 @@ pub struct ColocationArgs {
     /// (POLICY-REPEAT.jsonl), to see each decision and its evidence.
     #[arg(long)]
     events: Option<PathBuf>,
-    /// Run nothing: print the table (and draw --plot) of a report an
-    /// earlier run wrote with --out.
+    /// Run nothing: summarize again the scenes of a report an earlier run
+    /// wrote with --out, print the table (and draw --plot).
     #[arg(long, value_name = "REPORT.json", conflicts_with_all = ["out", "events"])]
     from: Option<PathBuf>,
 }

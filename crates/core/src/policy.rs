@@ -124,7 +124,9 @@ impl NodePolicy {
     ) -> Option<Time> {
         let mut wake = None;
         let before = out.len();
-        match self.detector.observe(obs) {
+        let verdict = self.detector.observe(obs);
+        let pressured = !matches!(verdict, Verdict::Calm);
+        match verdict {
             Verdict::Calm => {}
             Verdict::Watching { decide_at } => wake = Some(decide_at),
             Verdict::Fire(trigger) if obs.now < self.quiet_until => {
@@ -172,6 +174,9 @@ impl NodePolicy {
             }
         }
         self.launcher.note_usage(obs.containers);
+        if pressured && self.launcher.config().hold_while_thrashing {
+            return earliest(wake, self.launcher.hold(obs.now, &obs.node));
+        }
         self.launcher.poll(obs.now, &obs.node, out);
         earliest(wake, self.launcher.wake_at())
     }
@@ -182,5 +187,77 @@ fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, None) => x,
         (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{AdmissionMode, LaunchConfig};
+    use crate::model::Class;
+
+    const GB: Bytes = 1 << 30;
+
+    fn policy(hold: bool) -> NodePolicy {
+        let cfg = PolicyConfig {
+            launcher: LaunchConfig {
+                admission: AdmissionMode::Available,
+                delay_after_kill: false,
+                hold_while_thrashing: hold,
+                ..LaunchConfig::default()
+            },
+            ..PolicyConfig::default()
+        };
+        let store = StoreBandwidth { write: 1e9, read: 1e9, net: 1e9 };
+        let facilities = NodeFacilities { store, can_checkpoint: false, can_incremental: false };
+        NodePolicy::new(&cfg, facilities).expect("valid")
+    }
+
+    /// When a best-effort task submitted at 0.5 s launches, while
+    /// production's file refaults climb every 100 ms from 0 s to `climbing`
+    /// (under the detector's 3 s tolerance: watched, never fired).
+    fn launch_time(hold: bool, climbing: f64) -> Option<f64> {
+        let mut p = policy(hold);
+        let node = NodeStats { capacity: 16 * GB, available: 8 * GB, ..NodeStats::default() };
+        let task = TaskRequest {
+            id: ContainerId(2),
+            job: JobId(2),
+            class: Class::BestEffort,
+            request: GB,
+            submitted: Time::ZERO,
+        };
+        let mut prod = ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
+        for tick in 0..100u32 {
+            let t = f64::from(tick) / 10.0;
+            if tick == 5 {
+                assert_eq!(p.submit(Time::from_secs_f64(t), task, &node), Admission::Queued);
+            }
+            if t <= climbing {
+                prod.faults.refault_file += 50;
+            }
+            let obs = Observation {
+                now: Time::from_secs_f64(t),
+                node,
+                containers: std::slice::from_ref(&prod),
+            };
+            let mut out = Vec::new();
+            p.step(&obs, Duration::ZERO, &mut out);
+            if out.iter().any(|a| matches!(a, Action::Launch { id } if id.0 == 2)) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_held_launcher_waits_for_production_to_stop_thrashing() {
+        // 000's launcher starts the task into the thrashing node at once.
+        assert_eq!(launch_time(false, 2.0), Some(0.5));
+        // Held: once the refaults have paused for a second (the detector's
+        // PAUSE), the node is calm again and the task starts.
+        let held = launch_time(true, 2.0).expect("launches once calm");
+        assert!((3.0..=3.2).contains(&held), "{held}");
+        // Nothing climbs: the hold changes nothing.
+        assert_eq!(launch_time(true, -1.0), Some(0.5));
     }
 }

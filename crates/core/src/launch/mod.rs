@@ -24,6 +24,12 @@
 //!   Mercury's (000 §5.5): a big head can hold the line until memory frees.
 //! * After a kill (`delay_after_kill`), nothing launches or resumes for one
 //!   sync period, so memory pressure can ease before new work arrives (000 §4.2).
+//! * With `hold_while_thrashing` (overbook), nothing launches or resumes
+//!   either while the node's detector sees a condition starting or firing
+//!   ([`Launcher::hold`]): 000 delays "until the memory pressure is more
+//!   alleviated", and a fixed period is only a guess at when that is. A
+//!   production container reading its evicted files back still thrashes
+//!   after the period; work launched into it is killed again at once.
 //!
 //! # What a task costs
 //!
@@ -115,6 +121,9 @@ pub struct LaunchConfig {
     /// free memory, and the node over-launches (seen under emulation, where
     /// a task takes seconds to fill 100 MiB).
     pub charge_until_peak: bool,
+    /// Whether nothing launches or resumes while the node's detector sees a
+    /// condition starting or firing (overbook; see the module doc).
+    pub hold_while_thrashing: bool,
 }
 
 impl Default for LaunchConfig {
@@ -130,6 +139,7 @@ impl Default for LaunchConfig {
             delay_after_kill: true,
             headroom: 0.0,
             charge_until_peak: false,
+            hold_while_thrashing: false,
         }
     }
 }
@@ -386,6 +396,14 @@ impl Launcher {
         if self.cfg.delay_after_kill {
             self.delay_until = self.delay_until.max(now + self.sync_period());
         }
+    }
+
+    /// The node is under pressure now: nothing launches or resumes, the
+    /// snapshot keeps in sync. Returns when to look again at the latest
+    /// (`wake_at`, when it is still ahead).
+    pub fn hold(&mut self, now: Time, node: &NodeStats) -> Option<Time> {
+        self.observe(now, node);
+        self.wake_at().filter(|&t| t > now)
     }
 
     /// Launch or resume what fits now, in order, into `out`

@@ -438,6 +438,7 @@ fn the_launcher_section_parses_from_toml() {
         min_sync_period = 0.5
         delay_after_kill = false
         charge_until_peak = true
+        hold_while_thrashing = true
         "#,
     )
     .unwrap();
@@ -452,6 +453,7 @@ fn the_launcher_section_parses_from_toml() {
         delay_after_kill: false,
         headroom: 0.0,
         charge_until_peak: true,
+        hold_while_thrashing: true,
     };
     assert_eq!(f.launcher, want);
     assert_eq!(f.launcher.validate(), Ok(()));

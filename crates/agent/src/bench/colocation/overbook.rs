@@ -49,6 +49,7 @@ impl OverbookScene {
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
              [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
+             hold_while_thrashing = true\n\
              [policy.preemptor]\nkind = \"{preemptor}\"\n\
              [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
             node.root.as_str(),
