@@ -403,6 +403,15 @@ impl Drop for Earlyoom {
     }
 }
 
+/// Sets the drivers' stop flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Who manages best-effort work in a scene.
 enum Manager {
     None,
@@ -463,6 +472,8 @@ impl Run<'_> {
         let mut watch =
             watch::SceneWatch::start(&node, vec![redis.container.clone(), pg.container.clone()])?;
         let stop = Arc::new(AtomicBool::new(false));
+        // On an error return too, the Redis driver's thread ends.
+        let _stop = StopOnDrop(stop.clone());
         let redis_load = services::redis_load(
             p,
             &redis,
