@@ -294,15 +294,19 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             _ => mem.available_or_free().min(capacity),
         };
         let stall = host::system_pressure()?.map(|p| p.some.total);
+        // A node with a limit of its own counts its hits; a node that is the
+        // whole machine was full when the kernel scanned to reclaim.
+        let reclaims = match limit {
+            Some(_) => root_hits,
+            None => host::vmstat()?.pages_scanned(),
+        };
         Ok(NodeStats {
             capacity,
             available,
             swap_total: mem.swap_total,
             swap_free: mem.swap_free,
             stall,
-            // Only a node with a limit of its own hits it; a node that is
-            // the whole machine has no such count (every interval counts).
-            reclaims: limit.and(root_hits),
+            reclaims,
         })
     }
 }

@@ -411,3 +411,36 @@ fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
         .preempt_by_name(now(), &PreemptRequest { name: "be-nothing".into(), how: "kill".into() });
     assert!(refused.is_err());
 }
+
+/// Whether the node's memory was full in an interval, for the detector: a
+/// node cgroup with a limit counts its hits of it (none yet here: the root
+/// counters are not read); a node that is the whole machine (no limit)
+/// counts the pages the kernel scanned to reclaim, which grow under load.
+#[test]
+fn a_node_knows_when_its_memory_was_full_with_a_limit_or_as_the_whole_machine() {
+    use overbook_agent::classes::ClassRules;
+    use overbook_agent::node::NodeView;
+    use overbook_linux::{ContainerPath, Outcome};
+    let Some(node) = Node::new("full", 256 * MIB) else { return };
+    let stats = |root: &ContainerPath| {
+        let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
+        NodeView::new(cg, root.clone(), None, ClassRules::default()).node_stats(None)
+    };
+    let limited = stats(&node.root).expect("node stats");
+    assert_eq!(limited.capacity, 256 * MIB);
+    assert_eq!(limited.reclaims, None, "no root counters were given");
+    // A second node with no limit, removed by its guard.
+    struct Unlimited<'a>(&'a dyn NodeCgroups, ContainerPath);
+    impl Drop for Unlimited<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.remove(&self.1);
+        }
+    }
+    let path = ContainerPath::new(&format!("overbook-test-machine-{}", std::process::id()))
+        .expect("valid");
+    assert_eq!(node.cg.create(&path, None).expect("create"), Outcome::Done(()));
+    let unlimited = Unlimited(&*node.cg, path);
+    let machine = stats(&unlimited.1).expect("node stats");
+    assert!(machine.capacity > 256 * MIB, "the machine: {}", machine.capacity);
+    assert!(machine.reclaims.is_some(), "the kernel's reclaim scans are read");
+}

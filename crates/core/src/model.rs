@@ -202,10 +202,13 @@ pub struct NodeStats {
     pub swap_free: Bytes,
     /// Cumulative node-wide memory stall time (PSI `some total`), where known.
     pub stall: Option<Duration>,
-    /// Cumulative times the node's memory was full and had to be reclaimed
-    /// to charge more (v1 `memory.failcnt`, v2 `memory.events` `max` of the
-    /// node's cgroup), where known. Refaults while it does not grow are a
-    /// working set being read back into free memory, not thrashing.
+    /// A count that grows while the node's memory is full and being
+    /// reclaimed, where known: for a node cgroup with a limit, the times it
+    /// hit it (v1 `memory.failcnt`, v2 `memory.events` `max`); for a node
+    /// that is the whole machine, the pages the kernel scanned to reclaim
+    /// (`/proc/vmstat` `pgscan_*`). Only whether it grew is used: refaults
+    /// while it does not are a working set being read back into free
+    /// memory, not thrashing.
     pub reclaims: Option<u64>,
 }
 

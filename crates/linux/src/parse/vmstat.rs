@@ -1,8 +1,11 @@
 //! `/proc/vmstat`: the machine's memory event counters since boot.
 //!
-//! Why: a benchmark's account of a whole machine (the kernel's OOM kills,
-//! major faults, refaults) is the difference of two readings; the cgroup
-//! files carry the same counters per container.
+//! Why: a node that is the whole machine has no limit of its own to hit,
+//! so whether its memory was full in an interval is whether the kernel
+//! scanned pages to reclaim (`pgscan_*`): without that, a container reading
+//! its evicted files back into free memory looks like thrashing. And a
+//! benchmark's account of a machine (the kernel's OOM kills) is the
+//! difference of two readings.
 
 use super::counter_file;
 
@@ -24,6 +27,28 @@ counter_file! {
             workingset_refault_anon = "workingset_refault_anon",
             /// File pages faulted back soon after eviction (5.9+).
             workingset_refault_file = "workingset_refault_file",
+            /// Pages scanned for reclaim by kswapd (4.8+).
+            pgscan_kswapd = "pgscan_kswapd",
+            /// Pages scanned for reclaim by allocating tasks (4.8+).
+            pgscan_direct = "pgscan_direct",
+            /// Anonymous pages scanned for reclaim, by anyone (5.8+).
+            pgscan_anon = "pgscan_anon",
+            /// File pages scanned for reclaim, by anyone (5.8+).
+            pgscan_file = "pgscan_file",
+        }
+    }
+}
+
+impl VmStat {
+    /// Pages scanned for reclaim anywhere on the machine since boot: by
+    /// type where the kernel counts it (every reclaimer, cgroup limits
+    /// included), else kswapd's and direct reclaim's; `None` where neither
+    /// is printed.
+    pub fn pages_scanned(&self) -> Option<u64> {
+        match (self.pgscan_anon, self.pgscan_file, self.pgscan_kswapd, self.pgscan_direct) {
+            (Some(a), Some(f), _, _) => Some(a.saturating_add(f)),
+            (_, _, Some(k), Some(d)) => Some(k.saturating_add(d)),
+            _ => None,
         }
     }
 }
@@ -39,12 +64,17 @@ mod tests {
         assert_eq!(v.pgmajfault, 718019);
         assert_eq!(v.oom_kill, Some(141));
         assert_eq!(v.workingset_refault_file, Some(34812279));
+        // This kernel counts its reclaim by type only (kswapd's is 0).
+        assert_eq!(v.pgscan_kswapd, Some(0));
+        assert_eq!(v.pages_scanned(), Some(4264206 + 37750294));
     }
 
     #[test]
     fn old_kernels_and_odd_input() {
         let v = VmStat::parse("pgmajfault 3\npswpin 0\npswpout 0\n").expect("parses");
-        assert_eq!(v.oom_kill, None);
+        assert_eq!((v.oom_kill, v.pages_scanned()), (None, None));
+        let old = "pgmajfault 3\npswpin 0\npswpout 0\npgscan_kswapd 5\npgscan_direct 2\n";
+        assert_eq!(VmStat::parse(old).expect("parses").pages_scanned(), Some(7));
         let e = VmStat::parse("pgmajfault 3\npswpin 0\n").expect_err("missing");
         assert_eq!(e.to_string(), "/proc/vmstat: required key `pswpout` is missing");
         let e = VmStat::parse("pgmajfault -3\npswpin 0\npswpout 0\n").expect_err("bad");
