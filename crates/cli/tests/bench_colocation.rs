@@ -73,7 +73,7 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
 #[test]
 fn a_report_is_shown_again_from_its_json() {
     let overbook = env!("CARGO_BIN_EXE_overbook");
-    let report = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/colocation-run8.json");
+    let report = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/colocation.json");
     let dir = tempfile::tempdir().expect("temp dir");
     let plot = dir.path().join("again.svg");
     let out = std::process::Command::new(overbook)
