@@ -16,7 +16,7 @@ use crate::spawn::command_in;
 use crate::store::{StoreError, StoredState, TaskStore};
 use crate::tasks::{check_name, Managed, PreemptRequest, RunError, RunReply, RunRequest, Tasks};
 use overbook_core::config::ConfigError;
-use overbook_core::launch::{Admission, TaskRequest};
+use overbook_core::launch::{Admission, AfterKill, TaskRequest};
 use overbook_core::policy::{NodeFacilities, NodePolicy};
 use overbook_core::preempt::StoreBandwidth;
 use overbook_core::{Action, ContainerId, Evidence, JobId, Observation, Preemption, Time};
@@ -183,7 +183,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .filter(|_| incremental && facilities.can_incremental);
         let mut policy = NodePolicy::new(&config.policy, facilities)?;
         let root = ContainerPath::new(&config.root)?;
-        let view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
+        let mut view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
         let mut durable = durable::Durable::default();
         let mut profiles = Vec::new();
         if let Some(path) = &config.state_db {
@@ -191,6 +191,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             durable.restoring = store.tasks()?;
             profiles = store.profiles()?;
             durable.store = Some(store);
+        }
+        // A task's class is part of its durable record: its container, found
+        // at the first sample, is of the class it was started with, whatever
+        // the name rules say (a production task named like best-effort work
+        // must not become preemptible when the agent restarts).
+        for stored in &durable.restoring {
+            if let Ok(path) = view.root().child(&stored.request.name) {
+                view.reserve(&path, stored.request.class, stored.request.weight);
+            }
         }
         durable.profile_history = config.policy.launcher.profile_history;
         let mut tasks = Tasks::default();
@@ -255,6 +264,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub fn tick(&mut self, now: Time) -> Result<Tick, AgentError> {
         let mut tick = Tick::default();
         self.reap(now);
+        self.requeue_after_backoff(now);
         if !self.full_sample_due(now)? {
             self.last_light = Some(now);
             tick.wake_at = self.wake_at;
@@ -467,10 +477,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.preempt(now, *id, *how, evidence, decided, tick)
             }
             Action::Resume { id, site } => self.resume(now, *id, *site, tick),
+            // A start that fails is recorded (and the task given up) there.
             Action::Launch { id } => {
-                if let Err(e) = self.start(now, *id) {
-                    self.record(now, "start-failed", None, json!({ "error": e.to_string() }));
-                }
+                let _ = self.start(now, *id);
             }
             Action::Reclaim { id, bytes } => self.reclaim(now, *id, *bytes),
             Action::Reject { id, reason } => {
@@ -835,9 +844,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// `overbook run`: a command in a new container, admitted by the launcher.
     pub fn submit(&mut self, now: Time, request: RunRequest) -> Result<RunReply, RunError> {
         check_name(&request.name)?;
-        if request.command.is_empty() || request.command[0].is_empty() {
+        let Some(program) = request.command.first().filter(|p| !p.is_empty()) else {
             return Err(RunError::NoCommand);
-        }
+        };
+        // Refused now, not queued to fail at its start minutes later.
+        crate::spawn::find_program(program, request.cwd.as_deref())
+            .map_err(|problem| RunError::Program { program: program.clone(), problem })?;
         let path = self
             .view
             .root()
@@ -934,8 +946,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
         };
         let m = &self.tasks.by_id[&id];
-        let cmd =
-            command_in(self.view.cgroups(), &path, &m.request.command[0], &m.request.command[1..]);
+        let Some((program, args)) = m.request.command.split_first() else {
+            return Err(self.give_up(now, id, RunError::NoCommand));
+        };
+        let cmd = command_in(self.view.cgroups(), &path, program, args);
         let mut cmd = match cmd {
             Ok(cmd) => cmd,
             Err(e) => return Err(self.give_up(now, id, fail(e.to_string()))),
@@ -944,6 +958,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        // Recorded before the process can run: an agent that dies from here
+        // until `Running` is recorded leaves `Starting`, and the next one
+        // (which holds the node's lock, so no child of this one is still
+        // between fork and exec) finds the command in its container if it
+        // ran, and starts it again only if it did not.
+        self.persist(now, id, StoredState::Starting, "starting");
         match cmd.spawn() {
             Ok(child) => {
                 let pid = child.id();
@@ -981,24 +1001,39 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     /// Managed tasks whose command exited: finished (profile recorded,
-    /// container removed) or, when a preemption killed them, queued again.
+    /// container removed) or, when a preemption killed them, queued again
+    /// after their backoff, or given up past their restart budget.
     fn reap(&mut self, now: Time) {
-        let exited: Vec<(ContainerId, String)> = self
+        let view = &self.view;
+        let exited: Vec<(ContainerId, String, bool)> = self
             .tasks
             .by_id
             .iter_mut()
             .filter_map(|(id, m)| {
+                if m.adopted {
+                    // Not this agent's child: over when its root is gone and
+                    // nothing is left in its container.
+                    let root_gone = m.restored.is_none_or(|pid| !durable::process_exists(pid));
+                    let empty = view.by_id(*id).is_none_or(|k| k.members == 0);
+                    if !(root_gone && empty) {
+                        return None;
+                    }
+                    m.adopted = false;
+                    m.restored = None;
+                    let status = "exit status unknown (started by an earlier agent)";
+                    return Some((*id, status.to_string(), true));
+                }
                 if let Some(pid) = m.restored {
                     let status = checkpointing::restored_exit(pid)?;
                     m.restored = None;
-                    return Some((*id, status));
+                    return Some((*id, status, false));
                 }
                 let status = m.child.as_mut()?.try_wait().ok()??;
                 m.child = None;
-                Some((*id, status.to_string()))
+                Some((*id, status.to_string(), false))
             })
             .collect();
-        for (id, status) in exited {
+        for (id, status, adopted) in exited {
             let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
             let path = m.path.clone();
             let runtime = m.progress_before + m.started_at.map_or(Duration::ZERO, |s| now.since(s));
@@ -1008,39 +1043,36 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             let _ = self.view.cgroups().remove(&path);
             if m.killed {
+                m.killed = false;
                 m.restarts += 1;
-                let task = TaskRequest {
-                    id,
-                    job: m.job,
-                    class: m.request.class,
-                    request: m.request.mem_peak.unwrap_or(0),
-                    submitted: now,
-                };
                 let restarts = m.restarts;
-                // Admitted once: a full line must not lose it.
-                let admission = self.policy.requeue(now, task);
-                self.record(now, "requeued", Some(&path), json!({ "status": status, "restarts": restarts, "admission": format!("{admission:?}") }));
-                match admission {
-                    Admission::Launch => {
-                        let _ = self.start(now, id);
+                match self.policy.launcher().config().after_kill(restarts) {
+                    AfterKill::Requeue { after } => {
+                        m.not_before = Some(now + after);
+                        self.record(
+                            now,
+                            "requeued",
+                            Some(&path),
+                            json!({ "status": status, "restarts": restarts, "after_s": after.as_secs_f64() }),
+                        );
+                        let detail =
+                            format!("killed; starts again after {:.1} s", after.as_secs_f64());
+                        self.persist(now, id, StoredState::Queued, &detail);
                     }
-                    Admission::Queued => self.persist(now, id, StoredState::Queued, "requeued"),
-                    Admission::Rejected(reason) => {
-                        let m = self.tasks.by_id.remove(&id);
-                        if let Some(m) = m {
+                    AfterKill::GiveUp => {
+                        let max = self.policy.launcher().config().max_restarts;
+                        let detail = format!("killed {restarts} times, past max_restarts = {max}");
+                        if let Some(m) = self.tasks.by_id.remove(&id) {
                             self.view.unreserve(&m.path);
-                            self.unpersist(
-                                now,
-                                &m.request.name,
-                                "rejected",
-                                &format!("{reason:?}"),
-                            );
+                            self.view.uncarry(id);
+                            self.discard_images(now, &m.request.name);
+                            self.unpersist(now, &m.request.name, "gave-up", &detail);
                         }
                         self.record(
                             now,
-                            "rejected",
+                            "gave-up",
                             Some(&path),
-                            json!({ "reason": format!("{reason:?}") }),
+                            json!({ "status": status, "restarts": restarts, "max_restarts": max }),
                         );
                     }
                 }
@@ -1048,18 +1080,65 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
                 let job_name = m.request.job.clone().unwrap_or_else(|| name.clone());
                 self.tasks.by_id.remove(&id);
-                self.keep_profile(now, &job_name, peak, runtime);
+                // An adopted task's run time and peak are not all known here.
+                if !adopted {
+                    self.keep_profile(now, &job_name, peak, runtime);
+                }
                 self.discard_images(now, &name);
                 self.view.uncarry(id);
                 self.unpersist(now, &name, "finished", &status);
                 self.view.unreserve(&path);
-                self.policy.finished(id, job, peak, runtime);
+                if adopted {
+                    self.policy.departed(id);
+                } else {
+                    self.policy.finished(id, job, peak, runtime);
+                }
                 self.record(
                     now,
                     "finished",
                     Some(&path),
                     json!({ "status": status, "runtime_s": runtime.as_secs_f64(), "peak": peak }),
                 );
+            }
+        }
+    }
+
+    /// Killed tasks whose restart backoff is over queue again (first come,
+    /// first served, like any requeued task: a full line never refuses them).
+    fn requeue_after_backoff(&mut self, now: Time) {
+        let due: Vec<ContainerId> = self
+            .tasks
+            .by_id
+            .iter()
+            .filter(|(_, m)| !m.running() && m.not_before.is_some_and(|t| now >= t))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
+            m.not_before = None;
+            let task = TaskRequest {
+                id,
+                job: m.job,
+                class: m.request.class,
+                request: m.request.mem_peak.unwrap_or(0),
+                submitted: now,
+            };
+            match self.policy.requeue(now, task) {
+                Admission::Launch => {
+                    let _ = self.start(now, id);
+                }
+                // Waits in the launcher's line (its state says queued).
+                Admission::Queued => {}
+                Admission::Rejected(reason) => {
+                    // The launcher never refuses a requeue; were it to, the
+                    // task is dropped with its reason, never silently.
+                    if let Some(m) = self.tasks.by_id.remove(&id) {
+                        self.view.unreserve(&m.path);
+                        let why = format!("{reason:?}");
+                        self.unpersist(now, &m.request.name, "rejected", &why);
+                        self.record(now, "rejected", Some(&m.path), json!({ "reason": why }));
+                    }
+                }
             }
         }
     }

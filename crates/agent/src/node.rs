@@ -135,6 +135,12 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         id
     }
 
+    /// The id of a container seen at the last sample, or reserved.
+    pub fn id_of(&self, path: &ContainerPath) -> Option<ContainerId> {
+        let key = path.as_str();
+        self.known.get(key).map(|k| k.id).or_else(|| self.reserved.get(key).map(|r| r.0))
+    }
+
     /// Forgets a reservation (the task is done or was refused).
     pub fn unreserve(&mut self, path: &ContainerPath) {
         self.reserved.remove(path.as_str());

@@ -17,6 +17,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub enum StoredState {
     /// Waiting for the launcher.
     Queued,
+    /// About to be started: recorded before the process is made, so an
+    /// agent that dies before the start is recorded as `Running` leaves
+    /// this; the next one starts it again only if it never ran.
+    Starting,
     /// Its command was started (with this pid).
     Running,
     /// A preemption killed it; it is to be queued again.
@@ -32,6 +36,7 @@ impl StoredState {
     pub fn as_str(self) -> &'static str {
         match self {
             StoredState::Queued => "queued",
+            StoredState::Starting => "starting",
             StoredState::Running => "running",
             StoredState::Killed => "killed",
             StoredState::Dumping => "dumping",
@@ -42,6 +47,7 @@ impl StoredState {
     fn parse(s: &str) -> Option<StoredState> {
         match s {
             "queued" => Some(StoredState::Queued),
+            "starting" => Some(StoredState::Starting),
             "running" => Some(StoredState::Running),
             "killed" => Some(StoredState::Killed),
             "dumping" => Some(StoredState::Dumping),

@@ -56,6 +56,8 @@ pub enum RunError {
     Name { name: String, problem: String },
     #[error("the command is empty")]
     NoCommand,
+    #[error("program {program:?}: {problem}")]
+    Program { program: String, problem: String },
     #[error("weight {0} is not from 1 to 10000")]
     Weight(u32),
     #[error("a container named {0:?} already exists on this node")]
@@ -94,8 +96,16 @@ pub(crate) struct Managed {
     pub path: overbook_linux::ContainerPath,
     pub child: Option<Child>,
     /// The root of its tree after a restore (not a child the standard
-    /// library knows: reaped by pid, the agent being a child subreaper).
+    /// library knows: reaped by pid, the agent being a child subreaper), or
+    /// of a tree an earlier agent started.
     pub restored: Option<u32>,
+    /// Started by an earlier agent and running when this one started: it
+    /// is over once its root is gone and its container empty (its exit
+    /// status is not this agent's to see).
+    pub adopted: bool,
+    /// Killed by a preemption, it waits until then before it queues again
+    /// (the restart backoff).
+    pub not_before: Option<overbook_core::Time>,
     pub started_at: Option<overbook_core::Time>,
     /// A preemption killed it: when it is reaped, it is requeued.
     pub killed: bool,
@@ -136,6 +146,8 @@ impl Managed {
             path,
             child: None,
             restored: None,
+            adopted: false,
+            not_before: None,
             started_at: None,
             killed: false,
             restarts,
@@ -145,9 +157,9 @@ impl Managed {
         }
     }
 
-    /// Whether its command runs (started, or restored).
+    /// Whether its command runs (started, restored, or adopted).
     pub fn running(&self) -> bool {
-        self.child.is_some() || self.restored.is_some()
+        self.child.is_some() || self.restored.is_some() || self.adopted
     }
 
     /// The pid of its tree's root, while it runs.

@@ -2,11 +2,19 @@
 //! the [`TaskStore`] as it changes, and a starting agent takes back what an
 //! earlier one left (after a crash or `kill -9` too):
 //!
+//! * every task keeps the class it was started with (its container is
+//!   given that class before it is first seen, whatever the name rules say);
 //! * queued tasks, and tasks a preemption killed, are queued again, first
 //!   come first served, keeping their restart counts;
-//! * a running task whose container still has processes is watched until
-//!   it empties (the earlier agent was its parent, so its exit status is
-//!   unknown), then recorded as finished;
+//! * a running task whose container still has processes is managed again
+//!   (a preemption that kills it requeues it, as any task of this agent);
+//!   it is over when its root is gone and its container empty (the earlier
+//!   agent was its parent, so its exit status is unknown);
+//! * a task the earlier agent was starting (`starting`) ran if its command
+//!   is in its container, and is managed as running; otherwise it never ran
+//!   and is queued again. Why that is exact: the earlier agent's children
+//!   held its node lock from fork to exec, and this agent holds that lock,
+//!   so no such child is still on its way into the container;
 //! * a running task whose container is gone or empty ended while no agent
 //!   watched: recorded as such, not run again (it may have finished);
 //! * a checkpointed task waits to be restored, as before; one whose image
@@ -23,6 +31,7 @@
 use super::Agent;
 use crate::checkpoint::{dump_complete, ImageKind};
 use crate::store::{StoredState, StoredTask, TaskStore};
+use crate::tasks::Managed;
 use overbook_core::{ContainerId, Time};
 use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath};
 use serde_json::json;
@@ -35,9 +44,6 @@ pub(crate) struct Durable {
     pub store: Option<TaskStore>,
     /// Read at start, taken back at the first full sample.
     pub restoring: Vec<StoredTask>,
-    /// Running tasks of an earlier agent (name, container, the pid it
-    /// started), watched until they end.
-    pub orphans: Vec<(String, ContainerPath, Option<u32>)>,
     /// Whether images no task names were looked for (once, at start).
     pub strays_swept: bool,
     /// Peaks kept per job (the launcher's `profile_history`).
@@ -98,22 +104,37 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.restore(now, stored);
         }
         // (What could not be taken back yet is in `restoring` again.)
-        let mut ended = Vec::new();
-        self.durable.orphans.retain(|(name, path, pid)| {
-            let alive = self.view.containers().any(|k| &k.path == path && k.members > 0)
-                || pid.is_some_and(process_exists);
-            if !alive {
-                ended.push((name.clone(), path.clone()));
-            }
-            alive
-        });
-        for (name, path) in ended {
-            let _ = self.view.cgroups().remove(&path);
-            self.discard_images(now, &name);
-            let detail = "exit status unknown (started by an earlier agent)";
-            self.record(now, "finished", Some(&path), json!({ "status": detail }));
-            self.unpersist(now, &name, "finished", detail);
-        }
+    }
+
+    /// A task of an earlier agent that runs now is this agent's again.
+    fn adopt_running(&mut self, now: Time, stored: StoredTask, path: ContainerPath) {
+        let name = stored.request.name.clone();
+        // Its container was given the task's id and class at start; a
+        // container not seen yet (a command still on its way in) gets them now.
+        let id = match self.view.id_of(&path) {
+            Some(id) => id,
+            None => self.view.reserve(&path, stored.request.class, stored.request.weight),
+        };
+        let job = self.tasks.job_id(stored.request.job.as_deref().unwrap_or(&name));
+        let mut m = Managed::new(stored.request, job, path.clone(), stored.restarts);
+        m.adopted = true;
+        // A kill that had not finished when the earlier agent died: the
+        // task starts again once its tree is gone, as after any kill.
+        m.killed = stored.state == StoredState::Killed;
+        m.restored = stored.pid.filter(|&p| process_exists(p));
+        m.started_at = Some(now);
+        m.progress_before = stored.progress;
+        let (class, killed) = (m.request.class, m.killed);
+        self.tasks.by_id.insert(id, m);
+        self.view.carry(id, stored.progress, None);
+        self.record(
+            now,
+            "adopted-task",
+            Some(&path),
+            json!({ "restarts": stored.restarts, "class": class.as_str(), "was": stored.state.as_str() }),
+        );
+        let state = if killed { StoredState::Killed } else { StoredState::Running };
+        self.persist(now, id, state, "adopted by a new agent");
     }
 
     /// A task an earlier agent checkpointed waits to be restored here.
@@ -208,32 +229,31 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 stored.state = StoredState::Killed;
             }
         }
+        if stored.state == StoredState::Starting {
+            let then = if alive { "running" } else { "queued again: it never ran" };
+            self.record(now, "start-interrupted", Some(&path), json!({ "now": then }));
+        }
         match (stored.state, members) {
             _ if alive => {
                 // Running (or killed, but the kill did not finish), or not
-                // in its container yet: watched by container and pid.
-                self.record(
-                    now,
-                    "adopted-task",
-                    Some(&path),
-                    json!({ "restarts": stored.restarts }),
-                );
-                self.durable.orphans.push((name, path, stored.pid));
+                // in its container yet: managed again, by container and pid.
+                self.adopt_running(now, stored, path);
             }
             (StoredState::Running | StoredState::Dumping | StoredState::Checkpointed, _) => {
                 let _ = self.view.cgroups().remove(&path);
+                self.view.unreserve(&path);
                 let detail = "ended while no agent was running: not run again";
                 self.record(now, "ended-unobserved", Some(&path), json!({ "detail": detail }));
                 self.unpersist(now, &name, "ended-unobserved", detail);
             }
-            (StoredState::Queued | StoredState::Killed, Some(_)) => {
+            (StoredState::Queued | StoredState::Starting | StoredState::Killed, Some(_)) => {
                 // An empty container a kill left: removed now, and the task
                 // taken back once a sample has seen it gone (the container
                 // made at start must be a new one, with the task's id).
                 let _ = self.view.cgroups().remove(&path);
                 self.durable.restoring.push(stored);
             }
-            (StoredState::Queued | StoredState::Killed, None) => {
+            (StoredState::Queued | StoredState::Starting | StoredState::Killed, None) => {
                 let restarts = stored.restarts + u32::from(stored.state == StoredState::Killed);
                 match self.admit(now, stored.request, restarts, true) {
                     Ok(reply) => self.record(
@@ -243,6 +263,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         json!({ "state": reply.state, "restarts": restarts }),
                     ),
                     Err(e) => {
+                        self.view.unreserve(&path);
                         self.record(
                             now,
                             "restore-failed",
@@ -272,6 +293,6 @@ fn criu_working_on(dir: &Path) -> bool {
 
 /// Whether a process with this pid exists (a pid reused since is taken for
 /// the task: it only delays the task's end being recorded).
-fn process_exists(pid: u32) -> bool {
+pub(super) fn process_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

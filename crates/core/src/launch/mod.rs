@@ -124,6 +124,14 @@ pub struct LaunchConfig {
     /// Whether nothing launches or resumes while the node's detector sees a
     /// condition starting or firing (overbook; see the module doc).
     pub hold_while_thrashing: bool,
+    /// How many times a node agent starts a task again after preemptions
+    /// killed it; past that it gives the task up and says so (overbook; the
+    /// simulator's `sim.max_attempts` plays this part there).
+    pub max_restarts: u32,
+    /// Seconds a killed task waits before it queues again, doubled at each
+    /// further restart up to 64 times this (overbook): on a squeezed node an
+    /// immediate restart is killed again at once, over and over.
+    pub restart_backoff: f64,
 }
 
 impl Default for LaunchConfig {
@@ -140,9 +148,23 @@ impl Default for LaunchConfig {
             headroom: 0.0,
             charge_until_peak: false,
             hold_while_thrashing: false,
+            max_restarts: 10,
+            restart_backoff: 1.0,
         }
     }
 }
+
+/// What a node does with a task a preemption killed ([`LaunchConfig::after_kill`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterKill {
+    /// It queues again once this much time has passed.
+    Requeue { after: Duration },
+    /// It was killed more often than `max_restarts`: it is given up.
+    GiveUp,
+}
+
+/// The longest restart backoff, in multiples of `restart_backoff`.
+const MAX_BACKOFF_FACTOR: u32 = 64;
 
 impl LaunchConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -184,7 +206,25 @@ impl LaunchConfig {
                 format!("{min} is outside (0, max_sync_period = {max}] seconds"),
             ));
         }
+        let backoff = self.restart_backoff;
+        if !backoff.is_finite() || !(0.0..=3600.0).contains(&backoff) {
+            return Err(ConfigError::new(
+                "restart_backoff",
+                format!("{backoff} is outside [0, 3600] seconds"),
+            ));
+        }
         Ok(())
+    }
+
+    /// A task was killed by a preemption for the `restarts`-th time (from
+    /// 1): whether it starts again, and after how long.
+    pub fn after_kill(&self, restarts: u32) -> AfterKill {
+        if restarts > self.max_restarts {
+            return AfterKill::GiveUp;
+        }
+        let doublings = restarts.saturating_sub(1).min(MAX_BACKOFF_FACTOR.trailing_zeros());
+        let after = Duration::from_secs_f64(self.restart_backoff * f64::from(1u32 << doublings));
+        AfterKill::Requeue { after }
     }
 }
 

@@ -439,6 +439,8 @@ fn the_launcher_section_parses_from_toml() {
         delay_after_kill = false
         charge_until_peak = true
         hold_while_thrashing = true
+        max_restarts = 4
+        restart_backoff = 0.5
         "#,
     )
     .unwrap();
@@ -454,6 +456,8 @@ fn the_launcher_section_parses_from_toml() {
         headroom: 0.0,
         charge_until_peak: true,
         hold_while_thrashing: true,
+        max_restarts: 4,
+        restart_backoff: 0.5,
     };
     assert_eq!(f.launcher, want);
     assert_eq!(f.launcher.validate(), Ok(()));
@@ -723,5 +727,36 @@ fn headroom_keeps_best_effort_launches_off_the_detector_s_free_share() {
     for bad in [-0.1, 0.6, f64::NAN] {
         let e = LaunchConfig { headroom: bad, ..LaunchConfig::default() }.validate();
         assert!(e.is_err_and(|e| e.key == "headroom"), "{bad}");
+    }
+}
+
+#[test]
+fn a_killed_task_restarts_later_each_time_and_is_given_up_past_its_budget() {
+    let cfg = LaunchConfig { max_restarts: 8, restart_backoff: 2.0, ..LaunchConfig::default() };
+    assert_eq!(cfg.validate(), Ok(()));
+    let waits: Vec<AfterKill> = (1..=9).map(|r| cfg.after_kill(r)).collect();
+    let secs = |s: u64| AfterKill::Requeue { after: Duration::from_secs(s) };
+    assert_eq!(
+        waits,
+        vec![
+            secs(2),
+            secs(4),
+            secs(8),
+            secs(16),
+            secs(32),
+            secs(64),
+            secs(128),
+            secs(128),
+            AfterKill::GiveUp
+        ],
+        "doubling from the base, capped at 64 times it, given up past the budget"
+    );
+    let none = LaunchConfig { max_restarts: 0, ..LaunchConfig::default() };
+    assert_eq!(none.after_kill(1), AfterKill::GiveUp);
+    let at_once = LaunchConfig { restart_backoff: 0.0, ..LaunchConfig::default() };
+    assert_eq!(at_once.after_kill(3), AfterKill::Requeue { after: Duration::ZERO });
+    for bad in [-1.0, 3601.0, f64::NAN, f64::INFINITY] {
+        let e = LaunchConfig { restart_backoff: bad, ..LaunchConfig::default() }.validate();
+        assert!(e.is_err_and(|e| e.key == "restart_backoff"), "{bad}");
     }
 }

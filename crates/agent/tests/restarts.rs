@@ -1,0 +1,191 @@
+//! Issue 13: what an `overbook run` task keeps across agent restarts and
+//! repeated kills, on this host's real cgroups: its class, a start the
+//! agent died in (run once, never twice or never), and a restart budget
+//! with a backoff. Needs root and a memory controller, as `real_node.rs`.
+
+mod common;
+
+use common::*;
+use overbook_agent::store::{StoredState, StoredTask, TaskStore};
+use overbook_agent::tasks::{PreemptRequest, RunError, RunRequest};
+use overbook_agent::{Agent, EventLog};
+use overbook_core::{Class, Time};
+use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
+use std::time::{Duration, Instant};
+
+fn request(name: &str, class: Class, args: &[&str]) -> RunRequest {
+    RunRequest {
+        name: name.into(),
+        class,
+        mem_peak: Some(16 * MIB),
+        job: None,
+        weight: None,
+        command: std::iter::once(WORKLOAD).chain(args.iter().copied()).map(String::from).collect(),
+        cwd: None,
+    }
+}
+
+fn agent_on(node: &Node, db: &std::path::Path, extra: &str) -> Agent<Box<dyn NodeCgroups>> {
+    let mut config = node.config(extra);
+    config.state_db = Some(db.to_path_buf());
+    let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
+    Agent::new(&config, cg, EventLog::in_memory(1000)).expect("agent starts")
+}
+
+/// (agent seconds, detail) of every event of `kind` about container `name`.
+fn events_of<C>(agent: &Agent<C>, kind: &str, name: &str) -> Vec<(f64, serde_json::Value)> {
+    agent
+        .events()
+        .recent()
+        .filter(|e| e.kind == kind)
+        .filter(|e| e.container.as_deref().is_some_and(|c| c.rsplit('/').next() == Some(name)))
+        .map(|e| (e.at, e.detail.clone()))
+        .collect()
+}
+
+fn reap(pid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+    }
+}
+
+/// Item 1: a production task named like best-effort work stays production
+/// when the agent that started it is gone and another takes over: never
+/// preempted by an operator, and shown as production.
+#[test]
+fn a_task_keeps_the_class_it_was_started_with_across_an_agent_restart() {
+    let Some(node) = Node::new("keep-class", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let pid = {
+        let mut first = agent_on(&node, &db, KILL);
+        first.tick(now()).expect("tick");
+        let reply = first
+            .submit(now(), request("be-prodtask", Class::Production, &["anon", "8M", "60"]))
+            .expect("production starts at once");
+        assert_eq!(reply.state, "started");
+        let started = events_of(&first, "started", "be-prodtask");
+        started[0].1["pid"].as_u64().expect("pid") as u32
+        // Dropped without a word, as by kill -9: its task runs on.
+    };
+    let mut second = agent_on(&node, &db, KILL);
+    run_for(&mut second, start, Duration::from_secs(20), |a| {
+        a.status().containers.iter().any(|c| c.name == "be-prodtask" && c.processes > 0)
+    });
+    let shown = second.status();
+    let task = shown.containers.iter().find(|c| c.name == "be-prodtask").expect("seen");
+    assert_eq!(task.class, "production", "{shown:?}");
+    let adopted = events_of(&second, "adopted-task", "be-prodtask");
+    assert_eq!(adopted.len(), 1);
+    assert_eq!(adopted[0].1["class"], "production");
+    for how in ["freeze", "kill", "policy"] {
+        let order = PreemptRequest { name: "be-prodtask".into(), how: how.into() };
+        let refused = second.preempt_by_name(now(), &order);
+        assert!(matches!(refused, Err(RunError::Protected { .. })), "{how}: {refused:?}");
+    }
+    assert!(events_of(&second, "preempted", "be-prodtask").is_empty());
+    drop(second);
+    // Its process is this test's child: ended and reaped by the node's guard.
+    drop(node);
+    reap(pid);
+}
+
+/// Item 3: an agent that died between recording a start and recording
+/// its pid left `starting`. The next agent starts again a task whose
+/// command never ran, and manages as running one whose command is in its
+/// container: each runs exactly once.
+#[test]
+fn a_start_the_agent_died_in_runs_exactly_once() {
+    let Some(mut node) = Node::new("start-once", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    {
+        let mut store = TaskStore::open(&db).expect("opens");
+        let never = request("be-never", Class::BestEffort, &["anon", "4M", "60"]);
+        let ran = request("be-ran", Class::BestEffort, &["anon", "4M", "60"]);
+        for r in [never, ran] {
+            store
+                .put(&StoredTask::new(r, StoredState::Starting, 0, None), "starting")
+                .expect("put");
+        }
+    }
+    // The command that ran: in its container, as the earlier agent left it.
+    let w = node.hog("be-ran", 4, Some(60.0));
+    let start = Instant::now();
+    let mut agent = agent_on(&node, &db, KILL);
+    run_for(&mut agent, start, Duration::from_secs(20), |a| {
+        !events_of(a, "started", "be-never").is_empty()
+    });
+    let interrupted = |name| events_of(&agent, "start-interrupted", name);
+    assert_eq!(interrupted("be-never")[0].1["now"], "queued again: it never ran");
+    assert_eq!(interrupted("be-ran")[0].1["now"], "running");
+    assert_eq!(events_of(&agent, "started", "be-never").len(), 1, "started once");
+    assert!(events_of(&agent, "started", "be-ran").is_empty(), "never started a second time");
+    assert_eq!(events_of(&agent, "adopted-task", "be-ran").len(), 1);
+    assert!(node.workers[w].alive(), "the one that ran runs on");
+    let status = agent.status();
+    assert!(status.queued.is_empty(), "{status:?}");
+    drop(agent);
+    let store = TaskStore::open(&db).expect("opens");
+    let states: Vec<(String, StoredState)> =
+        store.tasks().expect("read").into_iter().map(|t| (t.request.name, t.state)).collect();
+    assert_eq!(
+        states,
+        vec![("be-never".into(), StoredState::Running), ("be-ran".into(), StoredState::Running)]
+    );
+}
+
+/// Item 6: a task killed again and again waits longer each time before it
+/// starts again (the backoff), and is given up, saying so, past
+/// `max_restarts`: never relaunched into the node that keeps killing it
+/// at once and forever.
+#[test]
+fn a_task_killed_again_and_again_backs_off_and_is_given_up_past_its_budget() {
+    let Some(node) = Node::new("backoff", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let extra = format!(
+        "{KILL}[policy.launcher]\nmax_restarts = 2\nrestart_backoff = 0.4\n\
+         delay_after_kill = false\nmin_sync_period = 0.1\n"
+    );
+    let mut agent = agent_on(&node, &db, &extra);
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    agent.tick(now()).expect("tick");
+    agent
+        .submit(now(), request("be-victim", Class::BestEffort, &["anon", "4M", "60"]))
+        .expect("admitted");
+    let kill = PreemptRequest { name: "be-victim".into(), how: "kill".into() };
+    for round in 1..=3 {
+        run_for(&mut agent, start, Duration::from_secs(30), |a| {
+            a.status().containers.iter().any(|c| c.name == "be-victim" && c.processes > 0)
+        });
+        assert_eq!(events_of(&agent, "started", "be-victim").len(), round, "start {round}");
+        agent.preempt_by_name(now(), &kill).expect("killed");
+        run_for(&mut agent, start, Duration::from_secs(30), |a| {
+            events_of(a, "requeued", "be-victim").len() + events_of(a, "gave-up", "be-victim").len()
+                == round
+        });
+    }
+    let requeued = events_of(&agent, "requeued", "be-victim");
+    let waits: Vec<f64> = requeued.iter().map(|(_, d)| d["after_s"].as_f64().expect("s")).collect();
+    assert_eq!(waits, vec![0.4, 0.8], "doubling backoff");
+    let started = events_of(&agent, "started", "be-victim");
+    for (i, (at, _)) in requeued.iter().enumerate() {
+        let restarted_at = started[i + 1].0;
+        assert!(restarted_at >= at + waits[i], "restart {i} at {restarted_at}, requeued at {at}");
+    }
+    let gave_up = events_of(&agent, "gave-up", "be-victim");
+    assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+    assert_eq!(gave_up[0].1["restarts"], 3);
+    assert_eq!(gave_up[0].1["max_restarts"], 2);
+    // Not started again, and not waiting: given up, and said so.
+    run_for(&mut agent, start, Duration::from_secs(2), |_| false);
+    assert_eq!(events_of(&agent, "started", "be-victim").len(), 3);
+    assert!(agent.status().queued.is_empty());
+    drop(agent);
+    let store = TaskStore::open(&db).expect("opens");
+    assert!(store.tasks().expect("read").is_empty());
+    let history: Vec<String> =
+        store.history("be-victim").expect("history").into_iter().map(|h| h.0).collect();
+    assert_eq!(history.last().map(String::as_str), Some("gave-up"), "{history:?}");
+}
