@@ -536,11 +536,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     // memory must come back all the same.
                     done = self.checkpoint_fallback();
                     fallback = Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
+                    self.intend_kill(now, id, done);
                     self.suspend_or_kill(done, &path, usage)
                 }
             },
-            other => self.suspend_or_kill(other, &path, usage),
+            other => {
+                self.intend_kill(now, id, other);
+                self.suspend_or_kill(other, &path, usage)
+            }
         };
+        if done == Preemption::Kill && !matches!(result, Ok(Outcome::Done(_))) {
+            // It was not killed after all: it runs on (or ended by itself).
+            self.persist(now, id, StoredState::Running, "kill not done");
+        }
         let finished = Instant::now();
         // Everything for the log is made after the action, not before it.
         let evidence = self.evidence_json(evidence);
@@ -564,7 +572,6 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                             // The work a restart from scratch must do again.
                             let ran = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
                             lost_s = Some((m.progress_before + ran).as_secs_f64());
-                            self.persist(now, id, StoredState::Killed, "killed by a preemption");
                         }
                     }
                     // Already waiting to be restored (see `checkpoint`).
@@ -614,6 +621,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
                 );
             }
+        }
+    }
+
+    /// A managed task about to be killed is recorded as killed first: an
+    /// agent that dies between the kill and its record would leave it
+    /// `running`, and the next one would take its end for a finish and
+    /// never run it again.
+    fn intend_kill(&mut self, now: Time, id: ContainerId, how: Preemption) {
+        if how == Preemption::Kill {
+            self.persist(now, id, StoredState::Killed, "killed by a preemption");
         }
     }
 

@@ -33,7 +33,7 @@ use crate::checkpoint::{dump_complete, ImageKind};
 use crate::store::{StoredState, StoredTask, TaskStore};
 use crate::tasks::Managed;
 use overbook_core::{ContainerId, Time};
-use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath};
+use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath, Outcome};
 use serde_json::json;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -118,9 +118,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let job = self.tasks.job_id(stored.request.job.as_deref().unwrap_or(&name));
         let mut m = Managed::new(stored.request, job, path.clone(), stored.restarts);
         m.adopted = true;
-        // A kill that had not finished when the earlier agent died: the
-        // task starts again once its tree is gone, as after any kill.
+        // A kill the earlier agent decided (it is recorded before it is
+        // done) is carried out: the task starts again once its tree is gone,
+        // as after any kill, and never runs on to finish twice.
         m.killed = stored.state == StoredState::Killed;
+        if m.killed {
+            let detail = match self.view.cgroups().kill(&path) {
+                Ok(Outcome::Done(r)) => json!({ "signalled": r.signalled }),
+                Ok(Outcome::Vanished) => json!({ "signalled": 0 }),
+                Err(e) => json!({ "error": e.to_string() }),
+            };
+            self.record(now, "kill-completed", Some(&path), detail);
+        }
         m.restored = stored.pid.filter(|&p| process_exists(p));
         m.started_at = Some(now);
         m.progress_before = stored.progress;
