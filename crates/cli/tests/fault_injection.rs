@@ -1,6 +1,7 @@
 //! Fault injection (issue 13): seeded cycles of "start `overbook agent`, ask
 //! it for something (run a best-effort, production or critical task, kill
-//! or freeze a best-effort one), then `kill -9` (or SIGTERM) it a random
+//! or freeze a best-effort one; where CRIU works, as in the VM, checkpoint
+//! one too), then `kill -9` (or SIGTERM) it a random
 //! moment later", on this host's real cgroups, each cycle's agent on the
 //! same state database and node as the last. After every cycle, and at the
 //! end once a last agent has drained the node:
@@ -85,6 +86,8 @@ struct Scene {
     root: String,
     agent: Option<Child>,
     tasks: BTreeMap<String, Task>,
+    /// Whether CRIU works here (the VM): then preemptions also checkpoint.
+    criu: bool,
 }
 
 impl Scene {
@@ -93,6 +96,15 @@ impl Scene {
     }
 
     fn write_config(&self) {
+        let checkpoint = if self.criu {
+            format!(
+                "[policy.preemptor]\nkind = \"checkpoint\"\n[checkpoint]\nimages_dir = \"{}\"\n\
+                 write_mb_s = 100\nread_mb_s = 100\n",
+                self.path("images").display()
+            )
+        } else {
+            String::new()
+        };
         // Every task is named `be-*`: only its stored class keeps production
         // and critical ones safe across restarts. No detector acts on this
         // roomy node; preemptions come from the test alone.
@@ -102,7 +114,8 @@ impl Scene {
              sample_period = 0.05\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [policy.detector]\nkind = \"static\"\n\
-             [policy.launcher]\nrestart_backoff = 0.2\nmax_restarts = 100\nmin_sync_period = 0.1\n",
+             [policy.launcher]\nrestart_backoff = 0.2\nmax_restarts = 100\nmin_sync_period = 0.1\n\
+             {checkpoint}",
             root = self.root,
             db = self.path("state.db").display(),
             events = self.path("events.jsonl").display(),
@@ -272,9 +285,15 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let cycles = env("OVERBOOK_FAULT_CYCLES", 40);
     let seed = env("OVERBOOK_FAULT_SEED", 1);
-    let dir = tempfile::tempdir().expect("temp dir");
+    // The VM's root is read-only: its scratch is /var/tmp.
+    let dir = match std::env::var_os("OVERBOOK_VM") {
+        Some(_) => tempfile::tempdir_in("/var/tmp"),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp dir");
     let root = format!("overbook-fault-{}", std::process::id());
-    let mut scene = Scene { dir, root, agent: None, tasks: BTreeMap::new() };
+    let criu = overbook_linux::criu::Criu::probe().usable();
+    let mut scene = Scene { dir, root, agent: None, tasks: BTreeMap::new(), criu };
     std::fs::create_dir_all(scene.path("runs")).expect("runs dir");
     scene.write_config();
     let mut dice = Dice(seed);
@@ -289,7 +308,11 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
         let (what, client) = match op {
             5..=7 if !running.is_empty() => {
                 let victim = &running[dice.below(running.len() as u64) as usize];
-                let how = if op == 7 { "freeze" } else { "kill" };
+                let how = match op {
+                    7 if scene.criu && dice.below(2) == 0 => "checkpoint",
+                    7 => "freeze",
+                    _ => "kill",
+                };
                 let args = vec![victim.clone(), "--how".into(), how.into()];
                 (how, Some(("preempt", scene.client("preempt", &args), cycle)))
             }
