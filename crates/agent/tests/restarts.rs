@@ -189,3 +189,37 @@ fn a_task_killed_again_and_again_backs_off_and_is_given_up_past_its_budget() {
         store.history("be-victim").expect("history").into_iter().map(|h| h.0).collect();
     assert_eq!(history.last().map(String::as_str), Some("gave-up"), "{history:?}");
 }
+
+/// A run of a program that is not there is refused when it is asked for,
+/// not queued to fail later; a start that fails (here: its working
+/// directory is gone) is given up and said once.
+#[test]
+fn a_run_that_cannot_start_is_refused_at_once_or_said_once() {
+    let Some(node) = Node::new("bad-start", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let mut agent = agent_on(&node, &db, KILL);
+    let start = Instant::now();
+    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    agent.tick(now()).expect("tick");
+    let mut missing = request("be-missing", Class::BestEffort, &[]);
+    missing.command = vec!["/no/such/program".into()];
+    let refused = agent.submit(now(), missing);
+    assert!(
+        matches!(&refused, Err(RunError::Program { problem, .. }) if problem.contains("No such file")),
+        "{refused:?}"
+    );
+    assert!(agent.status().queued.is_empty());
+    let mut lost_cwd = request("be-nowhere", Class::BestEffort, &["anon", "1M", "1"]);
+    lost_cwd.cwd = Some(node.dir.path().join("gone"));
+    assert_eq!(agent.submit(now(), lost_cwd).expect("queued").state, "queued");
+    run_for(&mut agent, start, Duration::from_secs(10), |a| {
+        !events_of(a, "start-failed", "be-nowhere").is_empty()
+    });
+    run_for(&mut agent, start, Duration::from_millis(500), |_| false);
+    let failed: Vec<_> = agent.events().recent().filter(|e| e.kind == "start-failed").collect();
+    assert_eq!(failed.len(), 1, "said once: {failed:?}");
+    assert!(agent.status().queued.is_empty(), "given up, not waiting");
+    drop(agent);
+    let store = TaskStore::open(&db).expect("opens");
+    assert!(store.tasks().expect("read").is_empty());
+}
