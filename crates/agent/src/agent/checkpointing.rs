@@ -151,6 +151,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             None => None,
         };
         m.restored = None;
+        // An adopted tree is dumped like any: from now on it waits to be
+        // restored, as this agent's own.
+        m.adopted = false;
         let unreaped = reap_members(&members, parent_reaps);
         let ran = m.started_at.take().map_or(Duration::ZERO, |s| now.since(s));
         m.progress_before += ran;
