@@ -413,8 +413,10 @@ impl TaskStore {
                     return start;
                 }
                 Err(e) if e.file_is_bad() && !moved => {
+                    // The cause alone: the notice names the path.
                     let why = match &e {
                         StoreError::Unusable { why, .. } => why.clone(),
+                        StoreError::Sql { error, .. } => error.to_string(),
                         other => other.to_string(),
                     };
                     match move_aside(path) {
