@@ -143,7 +143,7 @@ impl<C> Agent<C> {
 
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// An agent over the containers under `config.root` in `cgroups`.
-    pub fn new(config: &AgentConfig, cgroups: C, log: EventLog) -> Result<Self, AgentError> {
+    pub fn new(config: &AgentConfig, cgroups: C, mut log: EventLog) -> Result<Self, AgentError> {
         use overbook_core::preempt::PreemptorConfig;
         let (wants_images, incremental) = match config.policy.preemptor {
             PreemptorConfig::Checkpoint { incremental } => (true, incremental),
@@ -187,10 +187,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let mut durable = durable::Durable::default();
         let mut profiles = Vec::new();
         if let Some(path) = &config.state_db {
-            let store = TaskStore::open(path)?;
-            durable.restoring = store.tasks()?;
-            profiles = store.profiles()?;
-            durable.store = Some(store);
+            // Never a start failure: what the database could not give is
+            // one event each (the daemon prints them too).
+            let start = TaskStore::open_for_agent(path);
+            durable.restoring = start.tasks;
+            profiles = start.profiles;
+            durable.store = start.store;
+            for notice in start.notices {
+                let (kind, detail) = (notice.kind().to_string(), notice.detail());
+                let _ = log.record(Event { seq: 0, at: 0.0, kind, container: None, detail });
+            }
         }
         // A task's class is part of its durable record: its container, found
         // at the first sample, is of the class it was started with, whatever
@@ -963,8 +969,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
         };
         let m = &self.tasks.by_id[&id];
+        // Checked at submit and when read back from the state database; a
+        // request from elsewhere (a shared store's manifest) is not.
         let Some((program, args)) = m.request.command.split_first() else {
-            return Err(self.give_up(now, id, RunError::NoCommand));
+            return Err(self.give_up(now, id, fail("the command is empty".into())));
         };
         let cmd = command_in(self.view.cgroups(), &path, program, args);
         let mut cmd = match cmd {

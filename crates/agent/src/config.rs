@@ -7,17 +7,33 @@ use crate::checkpoint::CheckpointConfig;
 use crate::classes::{ClassRule, ClassRules};
 use overbook_core::config::{ConfigError, PolicyConfig};
 use overbook_core::Class;
+use overbook_linux::ContainerPath;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A configuration that could not be read or cannot work.
+///
+/// Each variant says its cause once, in its message, and chains no source:
+/// the CLI prints the whole chain, and an OS error printed by both the
+/// message and the chain reads twice.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentConfigError {
-    #[error("{path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{origin}: {key}: {problem}")]
+    #[error("{path}: cannot read it: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    /// Not TOML, or a value of the wrong type: where it is in the text.
+    #[error("{origin}:{line}:{column}: {}", with_key(key, problem))]
+    Syntax { origin: String, line: usize, column: usize, key: String, problem: String },
+    #[error("{origin}: {}", with_key(key, problem))]
     Invalid { origin: String, key: String, problem: String },
+}
+
+fn with_key(key: &str, problem: &str) -> String {
+    if key.is_empty() {
+        problem.to_string()
+    } else {
+        format!("{key}: {problem}")
+    }
 }
 
 /// The checked configuration.
@@ -196,24 +212,84 @@ impl AgentConfig {
     /// Read and check a config file.
     pub fn load(path: &Path) -> Result<AgentConfig, AgentConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| AgentConfigError::Read { path: path.to_path_buf(), source })?;
+            .map_err(|error| AgentConfigError::Read { path: path.to_path_buf(), error })?;
         AgentConfig::parse(&text, &path.display().to_string())
     }
 
     /// Check config text; `origin` names it in errors (a path).
     pub fn parse(text: &str, origin: &str) -> Result<AgentConfig, AgentConfigError> {
-        let invalid = |e: ConfigError| AgentConfigError::Invalid {
+        let de = toml::Deserializer::new(text);
+        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let e = e.into_inner();
+            // toml's messages run over several lines ("invalid table
+            // header\nexpected `.`, `]`"); one error is one line here.
+            let problem = e.message().trim().lines().map(str::trim).collect::<Vec<_>>().join("; ");
+            // The path is "." when the text did not parse far enough to
+            // reach a key: then the key is read off the text around the
+            // error.
+            let key = if path == "." { None } else { Some(path) };
+            match e.span() {
+                Some(span) => {
+                    let (line, column) = line_column(text, span.start);
+                    AgentConfigError::Syntax {
+                        origin: origin.to_string(),
+                        line,
+                        column,
+                        key: key.unwrap_or_else(|| key_at(text, span.start)),
+                        problem,
+                    }
+                }
+                None => AgentConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: key.unwrap_or_default(),
+                    problem,
+                },
+            }
+        })?;
+        raw.check().map_err(|e: ConfigError| AgentConfigError::Invalid {
             origin: origin.to_string(),
             key: e.key,
             problem: e.problem,
-        };
-        let de = toml::Deserializer::new(text);
-        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
-            let problem = e.into_inner().message().trim().to_string();
-            invalid(ConfigError::new(if key == "." { String::new() } else { key }, problem))
-        })?;
-        raw.check().map_err(invalid)
+        })
+    }
+}
+
+/// Line and column (both from 1, the column in characters, as toml's own
+/// messages count them) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
+/// The dotted key at byte `offset` of a TOML text that did not parse, as
+/// far as reading it line by line can tell (there is no tree to ask): the
+/// table header in force and the key before `=` on the offending line.
+/// Empty where that reading would guess: on a header line, or a line with
+/// no `=`.
+fn key_at(text: &str, offset: usize) -> String {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let mut table = String::new();
+    let mut arrays: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in text[..line_start].lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let n = arrays.entry(name.trim().to_string()).or_insert(0);
+            table = format!("{}[{n}]", name.trim());
+            *n += 1;
+        } else if let Some(name) = line.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = name.trim().to_string();
+        }
+    }
+    let line = text[line_start..].lines().next().unwrap_or("").trim();
+    if line.starts_with('[') || line.starts_with('#') {
+        return String::new();
+    }
+    match line.split_once('=').map(|(k, _)| k.trim()).filter(|k| !k.is_empty()) {
+        None => String::new(),
+        Some(k) if table.is_empty() => k.to_string(),
+        Some(k) => format!("{table}.{k}"),
     }
 }
 
@@ -226,7 +302,7 @@ impl RawConfig {
         };
         let capacity = match self.node.capacity {
             None => None,
-            Some(v) => Some(parse_size(&v).map_err(|p| ConfigError::new("node.capacity", p))?),
+            Some(v) => Some(check_capacity(&v)?),
         };
         let sample_period = match self.agent.sample_period {
             None => defaults.sample_period,
@@ -284,8 +360,20 @@ impl RawConfig {
             capacity,
             sample_period,
             calm_period,
-            event_log: self.agent.event_log,
-            task_log_dir: self.agent.task_log_dir.unwrap_or(defaults.task_log_dir),
+            event_log: match self.agent.event_log {
+                Some(p) if p.as_os_str().is_empty() => {
+                    return Err(ConfigError::new(
+                        "agent.event_log",
+                        "is empty: give a file, or leave the key out to keep events in memory \
+                         only",
+                    ))
+                }
+                p => p,
+            },
+            task_log_dir: match self.agent.task_log_dir {
+                None => defaults.task_log_dir,
+                Some(p) => check_absolute("agent.task_log_dir", p)?,
+            },
             state_db: match self.agent.state_db {
                 None => defaults.state_db,
                 Some(p) if p.as_os_str().is_empty() => None,
@@ -303,6 +391,10 @@ fn class_names() -> String {
     Class::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
 }
 
+/// The node's root: below the hierarchy's root (the agent never manages a
+/// whole hierarchy), and a path the agent can use, checked by the same
+/// [`ContainerPath`] the agent builds from it at start, so a root that
+/// passes `--check-config` is one the agent starts with.
 fn check_root(root: &str) -> Result<String, ConfigError> {
     let trimmed = root.trim_matches('/');
     let bad = trimmed.split('/').any(|part| part.is_empty() || part == "." || part == "..");
@@ -312,7 +404,44 @@ fn check_root(root: &str) -> Result<String, ConfigError> {
             format!("{root:?}: must name a cgroup below the hierarchy's root, like \"overbook\""),
         ));
     }
+    ContainerPath::new(trimmed)
+        .map_err(|e| ConfigError::new("node.root", format!("{root:?}: {}", e.reason)))?;
     Ok(trimmed.to_string())
+}
+
+/// The smallest node capacity taken. Below it a node cannot hold the
+/// agent's headroom and one real container, so a smaller figure is a
+/// missing or wrong unit (`capacity = 8` meaning 8 GiB), and taking it
+/// would have the detector see every node as full and preempt everything.
+pub const MIN_CAPACITY: u64 = 64 << 20;
+
+fn check_capacity(v: &toml::Value) -> Result<u64, ConfigError> {
+    let bytes = parse_size(v).map_err(|p| ConfigError::new("node.capacity", p))?;
+    if bytes < MIN_CAPACITY {
+        return Err(ConfigError::new(
+            "node.capacity",
+            format!(
+                "{v} is {bytes} bytes, less than the 64 MiB a node needs (is a unit missing? \
+                 write \"8GiB\")"
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A directory the agent writes into: absolute, since a relative one would
+/// depend on the directory the agent happened to be started from.
+fn check_absolute(key: &str, p: PathBuf) -> Result<PathBuf, ConfigError> {
+    if p.as_os_str().is_empty() {
+        return Err(ConfigError::new(key, "is empty: give an absolute directory"));
+    }
+    if p.is_relative() {
+        return Err(ConfigError::new(
+            key,
+            format!("{:?} is not an absolute path", p.display().to_string()),
+        ));
+    }
+    Ok(p)
 }
 
 /// A size: bytes as an integer, or a string with a binary unit (`"8GiB"`, `"512M"`).
@@ -439,6 +568,91 @@ mod tests {
         let e = err("[agent]\nsampel_period = 1");
         assert!(e.contains("agent") && e.contains("sampel_period"), "{e}");
         let e = err("[node\nroot=1");
-        assert!(e.starts_with("agent.toml: "), "{e}");
+        assert!(e.starts_with("agent.toml:1:6: "), "{e}");
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_line_column_and_key() {
+        let e = err("[node]\nroot = \"a\"\n[agent]\nsample_period = 1.0.0\n");
+        assert!(e.starts_with("agent.toml:4:"), "{e}");
+        assert!(e.contains(": agent.sample_period: "), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+        // A key in the second of an array of tables.
+        let e = err("[[classes]]\npattern = \"a*\"\nclass = \"production\"\n\
+                     [[classes]]\npattern = \"b*\nclass = \"production\"\n");
+        assert!(e.starts_with("agent.toml:5:"), "{e}");
+        assert!(e.contains(": classes[1].pattern: "), "{e}");
+        // A value of the wrong type: the key from the parser, the place too.
+        let e = err("[agent]\n\nsample_period = \"fast\"\n");
+        assert!(e.starts_with("agent.toml:3:17: agent.sample_period: invalid type"), "{e}");
+        // A broken header names no key (the table above would be a guess).
+        let e = err("[node]\nroot = \"a\"\n[agent\n");
+        assert!(e.starts_with("agent.toml:3:7: ") && !e.contains("node"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_says_its_os_error_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("agent.toml");
+        let e = AgentConfig::load(&path).expect_err("no file");
+        // As the CLI prints it: the message and every source after it.
+        let mut chain = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            chain.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        assert!(chain.starts_with(&format!("{}: cannot read it: ", path.display())), "{chain}");
+        assert_eq!(chain.matches("os error 2").count(), 1, "{chain}");
+    }
+
+    #[test]
+    fn a_root_the_agent_would_refuse_is_refused_here() {
+        // As TOML writes them: a newline, a tab, DEL.
+        for root in [r#""over\nbook""#, r#""a/b\tc""#, r#""x\u007f""#] {
+            let e = err(&format!("[node]\nroot = {root}\n"));
+            assert!(e.starts_with("agent.toml: node.root: ") && e.contains("control"), "{e}");
+        }
+        let c = AgentConfig::parse("[node]\nroot = \"/a/b c/\"\n", "x").expect("valid");
+        assert_eq!(c.root, "a/b c");
+    }
+
+    #[test]
+    fn a_class_pattern_that_matches_nothing_is_refused() {
+        for (pattern, why) in [
+            ("", "empty"),
+            ("/overbook/be-*", "'/'"),
+            ("be-*\n", "control"),
+            ("..", "\".\""),
+            ("[/]x", "admits no character"),
+        ] {
+            let e = err(&format!("[[classes]]\npattern = {pattern:?}\nclass = \"best-effort\"\n"));
+            assert!(e.starts_with("agent.toml: classes[0].pattern: "), "{pattern:?}: {e}");
+            assert!(e.contains("can match no container name") && e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_tiny_capacity_is_refused_saying_why() {
+        for cap in ["\"1KiB\"", "8", "\"63MiB\""] {
+            let e = err(&format!("[node]\ncapacity = {cap}\n"));
+            assert!(e.starts_with("agent.toml: node.capacity: "), "{e}");
+            assert!(e.contains("less than the 64 MiB") && e.contains("unit"), "{e}");
+        }
+        let c = AgentConfig::parse("[node]\ncapacity = \"64MiB\"\n", "x").expect("valid");
+        assert_eq!(c.capacity, Some(MIN_CAPACITY));
+    }
+
+    #[test]
+    fn empty_or_relative_log_places_are_refused() {
+        let e = err("[agent]\ntask_log_dir = \"\"\n");
+        assert!(e.starts_with("agent.toml: agent.task_log_dir: is empty"), "{e}");
+        let e = err("[agent]\ntask_log_dir = \"logs\"\n");
+        assert!(e.contains("agent.task_log_dir: \"logs\" is not an absolute path"), "{e}");
+        let e = err("[agent]\nevent_log = \"\"\n");
+        assert!(e.starts_with("agent.toml: agent.event_log: is empty"), "{e}");
+        // `state_db = ""` keeps its meaning: no database.
+        let c = AgentConfig::parse("[agent]\nstate_db = \"\"\n", "x").expect("valid");
+        assert_eq!(c.state_db, None);
     }
 }

@@ -61,6 +61,13 @@ pub fn run(
     };
     let version = cgroups.version();
     let mut agent = Agent::new(config, cgroups, log)?;
+    // What the state database could not give (moved aside, unwritable,
+    // rows set aside) is on the terminal as well as in the log: each is
+    // tasks not taken back, or no durability.
+    for e in agent.events().recent().filter(|e| e.kind.starts_with("state-")) {
+        let message = e.detail["message"].as_str().unwrap_or(&e.kind);
+        say(&format!("overbook agent: warning: {message}"));
+    }
     let shared = Arc::new(Shared::default());
     let _server = api::serve(socket, Arc::clone(&shared))?;
 

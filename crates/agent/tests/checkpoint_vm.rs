@@ -137,7 +137,7 @@ fn a_checkpointed_task_is_restored_by_a_new_agent_and_finishes_with_the_same_ans
             "the container is removed once dumped"
         );
         let store = TaskStore::open(config.state_db.as_deref().expect("db")).expect("opens");
-        let tasks = store.tasks().expect("read");
+        let tasks = store.tasks().expect("read").good;
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].state, StoredState::Checkpointed);
         let image = tasks[0].image.clone().expect("an image");
@@ -158,7 +158,7 @@ fn a_checkpointed_task_is_restored_by_a_new_agent_and_finishes_with_the_same_ans
     assert_eq!(answer(&log), Some(expected(1.0)), "the answer of an uninterrupted run");
     assert!(!image.exists(), "the image is removed once restored");
     let store = TaskStore::open(config.state_db.as_deref().expect("db")).expect("opens");
-    assert!(store.tasks().expect("read").is_empty());
+    assert!(store.tasks().expect("read").good.is_empty());
 }
 
 #[test]
@@ -271,7 +271,7 @@ fn a_task_checkpointed_on_one_node_is_restored_on_another_from_the_shared_store(
     assert!(!node.dir.path().join("images/be-move").exists(), "its images are removed");
     for db in [config_a.state_db.as_deref(), config_b.state_db.as_deref()] {
         let store = TaskStore::open(db.expect("db")).expect("opens");
-        assert!(store.tasks().expect("read").is_empty());
+        assert!(store.tasks().expect("read").good.is_empty());
     }
 }
 

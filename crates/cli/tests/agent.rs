@@ -37,6 +37,84 @@ fn a_bad_config_is_refused_naming_the_key() {
 }
 
 #[test]
+fn config_problems_name_the_file_the_place_and_the_key_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("agent.toml");
+    let check = |path: &std::path::Path| {
+        let o = overbook(&["agent", "--config", path.to_str().expect("utf-8"), "--check-config"]);
+        assert!(!o.status.success(), "accepted {}", path.display());
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let err = check(&path);
+    assert!(err.contains("agent.toml: cannot read it: "), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    std::fs::write(&path, "[agent]\nsample_period = 0.1.0\n").expect("write");
+    let err = check(&path);
+    assert!(err.contains("agent.toml:2:") && err.contains(": agent.sample_period: "), "{err}");
+    // What the agent would refuse at start, --check-config refuses too.
+    std::fs::write(&path, "[node]\nroot = \"over\\nbook\"\n").expect("write");
+    let err = check(&path);
+    assert!(err.contains("agent.toml: node.root: "), "{err}");
+}
+
+/// A state database that is not one: the agent starts all the same, says
+/// so on stderr and in its log, and keeps the file for the operator.
+#[test]
+fn the_agent_starts_on_a_state_database_that_is_not_one() {
+    if !may_run_agent() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("agent.sock");
+    let socket = socket.to_str().expect("utf-8");
+    let root = format!("overbook-clitest-db-{}", std::process::id());
+    let db = dir.path().join("state.db");
+    std::fs::write(&db, vec![7u8; 4096]).expect("garbage");
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[node]\nroot = \"{root}\"\n[agent]\nevent_log = \"{}\"\nstate_db = \"{}\"\n",
+            dir.path().join("events.jsonl").display(),
+            db.display()
+        ),
+    )
+    .expect("write config");
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    // Read until it watches; the pipe stays open until it has stopped (a
+    // closed stderr would fail its next line).
+    let mut lines = BufReader::new(agent.stderr.take().expect("piped")).lines();
+    let said: Vec<String> =
+        lines.by_ref().map_while(Result::ok).take_while(|l| !l.contains("watching")).collect();
+    let pid = rustix::process::Pid::from_raw(agent.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let code = agent.wait().expect("wait");
+    for hierarchy in ["memory", "freezer"] {
+        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{root}"));
+    }
+    let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));
+    assert!(code.success(), "{code:?}: {said:?} {rest:?}");
+    let warning = said.iter().find(|l| l.contains("warning: state database")).expect("a warning");
+    assert!(
+        warning.contains(&db.display().to_string()) && warning.contains(".corrupt-"),
+        "{warning}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("state.db.corrupt-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the file kept aside");
+    let log = std::fs::read_to_string(dir.path().join("events.jsonl")).expect("event log");
+    assert!(log.lines().any(|l| l.contains("\"state-moved-aside\"")), "{log}");
+}
+
+#[test]
 fn check_reports_the_memory_controller_and_criu() {
     let o = overbook(&["check"]);
     assert!(o.status.success());
