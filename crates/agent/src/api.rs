@@ -153,20 +153,31 @@ pub struct ApiError {
 }
 
 /// Serves the API on `socket` until the process exits; a stale socket file
-/// from an earlier run is replaced.
+/// from an earlier run is replaced (the caller holds the node's lock, so no
+/// other agent serves it).
+///
+/// The socket is never reachable with looser rights than 0600, whatever
+/// the process umask: it is bound inside a fresh directory only root can
+/// enter (0700), made 0600 there, and only then renamed to its path. A
+/// bind followed by a chmod would leave a moment where, under `umask 000`,
+/// anyone could connect and run commands as root.
 pub fn serve(socket: &Path, shared: Arc<Shared>) -> Result<std::thread::JoinHandle<()>, ApiError> {
     let err = |problem: String| ApiError { path: socket.display().to_string(), problem };
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| err(format!("cannot create its directory: {e}")))?;
-    }
-    if UnixStream::connect(socket).is_ok() {
-        return Err(err("another agent is serving it".into()));
-    }
-    let _ = std::fs::remove_file(socket);
-    let server = tiny_http::Server::http_unix(socket).map_err(|e| err(e.to_string()))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+    let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create its directory: {e}")))?;
+    let private = tempfile::Builder::new()
+        .prefix(".overbook-socket-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(dir)
+        .map_err(|e| err(format!("cannot make a private directory beside it: {e}")))?;
+    let staged = private.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&staged)
+        .map_err(|e| err(format!("cannot bind: {e}")))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| err(format!("cannot make it root-only: {e}")))?;
+    std::fs::rename(&staged, socket).map_err(|e| err(format!("cannot put it in place: {e}")))?;
+    let server =
+        tiny_http::Server::from_listener(listener, None).map_err(|e| err(e.to_string()))?;
     let server = Arc::new(server);
     Ok(std::thread::spawn(move || {
         for request in server.incoming_requests() {
@@ -199,7 +210,9 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
             let wait = param("wait").map(str::parse::<f64>);
             match (after.transpose(), wait.transpose()) {
                 (Ok(after), Ok(wait)) if wait.is_none_or(|w| w.is_finite() && w >= 0.0) => {
-                    let wait = Duration::from_secs_f64(wait.unwrap_or(0.0)).min(MAX_WAIT);
+                    // Clamped before it becomes a Duration: 1e308 s would not fit one.
+                    let wait = wait.unwrap_or(0.0).min(MAX_WAIT.as_secs_f64());
+                    let wait = Duration::from_secs_f64(wait);
                     (200, "application/jsonl", shared.events_after(after.unwrap_or(0), wait))
                 }
                 _ => (400, "text/plain", "after must be a whole number, wait seconds\n".into()),
@@ -286,6 +299,11 @@ fn request(socket: &Path, method: &str, path: &str, body: &str) -> Result<String
     let mut reader = BufReader::new(stream);
     let mut status = String::new();
     reader.read_line(&mut status).map_err(|e| protocol(e.to_string()))?;
+    if status.is_empty() {
+        return Err(protocol(
+            "the agent closed the connection before answering (did it stop or restart?)".into(),
+        ));
+    }
     let code = status.split_whitespace().nth(1).unwrap_or("");
     loop {
         let mut line = String::new();
@@ -306,4 +324,47 @@ fn request(socket: &Path, method: &str, path: &str, body: &str) -> Result<String
         return Err(protocol(why));
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// Issue 13: under `umask 000` a bind-then-chmod socket was briefly
+    /// open to every user. The socket appears at its path already 0600,
+    /// and nothing else is left beside it.
+    #[test]
+    fn the_socket_is_root_only_from_the_moment_it_appears_whatever_the_umask() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("agent.sock");
+        let old = rustix::process::umask(rustix::fs::Mode::empty());
+        let shared = Arc::new(Shared::default());
+        let served = serve(&socket, Arc::clone(&shared));
+        rustix::process::umask(old);
+        served.expect("serves");
+        let mode = std::fs::metadata(&socket).expect("there").mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        let beside: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(beside, vec![std::ffi::OsString::from("agent.sock")]);
+        let status = get(&socket, "/v1/status").expect("answers");
+        assert!(status.contains("\"containers\""), "{status}");
+        let event = Event {
+            seq: 1,
+            at: 0.0,
+            kind: "gone".into(),
+            container: None,
+            detail: serde_json::json!({}),
+        };
+        shared.publish(NodeStatus::default(), std::iter::once(event));
+        // Once a panic in the API's thread (the wait overflowed a Duration).
+        let huge = get(&socket, "/v1/events?wait=1e308").expect("clamped, answered");
+        assert!(huge.contains("\"gone\""), "{huge}");
+        let bad = get(&socket, "/v1/events?wait=-1").unwrap_err().to_string();
+        assert!(bad.contains("wait"), "{bad}");
+    }
 }

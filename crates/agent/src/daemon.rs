@@ -34,6 +34,8 @@ pub enum DaemonError {
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
     Api(#[from] ApiError),
+    #[error(transparent)]
+    Lock(#[from] crate::lock::LockError),
     #[error("event log {path}: {source}")]
     EventLog { path: PathBuf, source: std::io::Error },
 }
@@ -46,6 +48,18 @@ pub fn run(
     stop: &AtomicBool,
     mut say: impl FnMut(&str),
 ) -> Result<(), DaemonError> {
+    // Before anything touches the node, its database or its socket.
+    let _lock = crate::lock::lock_node(
+        &config.root,
+        config.state_db.as_deref(),
+        crate::lock::LOCK_WAIT,
+        |path| {
+            say(&format!(
+                "overbook agent: waiting for {} (an earlier agent, or a child it was starting)",
+                path.display()
+            ))
+        },
+    )?;
     let protection = host::protect_self();
     let probe = HostSupport::probe();
     let cgroups = host_cgroups(&probe)?;

@@ -383,7 +383,9 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
     // nothing waits or runs.
     let db = scene.path("state.db");
     wait_until(Duration::from_secs(30), "every task's end recorded", || {
-        TaskStore::open(&db).and_then(|s| s.tasks()).is_ok_and(|t| t.good.is_empty() && t.set_aside.is_empty())
+        TaskStore::open(&db)
+            .and_then(|s| s.tasks())
+            .is_ok_and(|t| t.good.is_empty() && t.set_aside.is_empty())
     });
     let o = Command::new(OVERBOOK)
         .args(["status", "--json", "--socket"])
