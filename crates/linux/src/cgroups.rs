@@ -21,13 +21,14 @@ pub trait ContainerCgroups {
     /// The cgroup version underneath.
     fn version(&self) -> CgroupVersion;
 
-    /// The containers directly under `parent`, sorted by name.
+    /// The containers directly under `parent`, sorted by name; a child
+    /// whose name is not a valid container name is skipped.
     fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError>;
 
     /// Usage, faults, refaults, swap and (v2) pressure of a container.
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError>;
 
-    /// The processes in a container (not in its children).
+    /// The processes in a container and in every cgroup below it.
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError>;
 
     /// Creates a container's cgroup under an existing parent, with a memory

@@ -85,6 +85,38 @@ pub(crate) fn read_procs(dir: &Path) -> Result<Outcome<CgroupProcs>, CgroupError
     read_parsed(&dir.join(CgroupProcs::FILE), CgroupProcs::parse)
 }
 
+/// The processes in the cgroup at `dir` and in every cgroup below it.
+/// Why: `cgroup.procs` lists a cgroup's own members only (v1 and v2), and a
+/// container's processes may sit in child cgroups of its own, as a
+/// Kubernetes pod's containers do: a kill or a count of the top one alone
+/// misses them. A child that vanishes meanwhile counts as empty.
+pub(crate) fn read_procs_tree(dir: &Path) -> Result<Outcome<CgroupProcs>, CgroupError> {
+    let mut all = match read_procs(dir)? {
+        Outcome::Done(p) => p,
+        Outcome::Vanished => return Ok(Outcome::Vanished),
+    };
+    if let Outcome::Done(children) = child_dirs(dir)? {
+        for child in children {
+            if let Outcome::Done(p) = read_procs_tree(&dir.join(child))? {
+                all.pids.extend(p.pids);
+                all.invisible += p.invisible;
+            }
+        }
+    }
+    Ok(Outcome::Done(all))
+}
+
+/// Removes the cgroup at `dir` with every (empty) cgroup below it, deepest
+/// first: a cgroup with children cannot be removed.
+pub(crate) fn rmdir_tree(dir: &Path) -> Result<Outcome<()>, CgroupError> {
+    if let Outcome::Done(children) = child_dirs(dir)? {
+        for child in children {
+            rmdir_tree(&dir.join(child))?;
+        }
+    }
+    rmdir(dir)
+}
+
 /// Writes `text` to a cgroup file in one `write(2)`, as cgroupfs wants.
 /// The file is never created (cgroupfs refuses that anyway); it is truncated,
 /// which cgroupfs ignores and which makes plain files behave the same in tests.

@@ -37,7 +37,7 @@ pub(crate) fn kill_members(
     dir: &Path,
     cgroup_kill: Option<&Path>,
 ) -> Result<Outcome<KillReport>, CgroupError> {
-    let listed = done_or_return!(fsio::read_procs(dir)?);
+    let listed = done_or_return!(fsio::read_procs_tree(dir)?);
     let mut victims = open_all(&listed.pids)?;
     let (method, signalled) = match cgroup_kill {
         Some(file) => {
@@ -64,7 +64,7 @@ fn signal_rounds(dir: &Path, victims: &mut Vec<Victim>) -> Result<usize, CgroupE
     let mut seen: BTreeSet<Pid> = BTreeSet::new();
     let mut pending = std::mem::take(victims);
     for _ in 0..MAX_ROUNDS {
-        let Outcome::Done(members) = fsio::read_procs(dir)? else {
+        let Outcome::Done(members) = fsio::read_procs_tree(dir)? else {
             break;
         };
         let members: BTreeSet<Pid> = members.pids.into_iter().collect();

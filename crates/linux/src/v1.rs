@@ -97,7 +97,10 @@ impl ContainerCgroups for V1Cgroups {
 
     fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
         let names = done_or_return!(fsio::child_dirs(&self.memory_dir(parent))?);
-        let children = names.iter().map(|n| parent.child(n)).collect::<Result<_, _>>()?;
+        // A child whose name is no container name (a control character in
+        // it) is skipped: one odd directory must not blind the agent to
+        // every other container.
+        let children = names.iter().filter_map(|n| parent.child(n).ok()).collect();
         Ok(Outcome::Done(children))
     }
 
@@ -128,7 +131,7 @@ impl ContainerCgroups for V1Cgroups {
     }
 
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
-        fsio::read_procs(&self.memory_dir(container))
+        fsio::read_procs_tree(&self.memory_dir(container))
     }
 
     fn create(
@@ -169,10 +172,10 @@ impl ContainerCgroups for V1Cgroups {
 
     fn remove(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         let freezer = match self.freezer_dir(container) {
-            Some(dir) => fsio::rmdir(&dir)?,
+            Some(dir) => fsio::rmdir_tree(&dir)?,
             None => Outcome::Vanished,
         };
-        let memory = fsio::rmdir(&self.memory_dir(container))?;
+        let memory = fsio::rmdir_tree(&self.memory_dir(container))?;
         Ok(if memory.is_vanished() && freezer.is_vanished() {
             Outcome::Vanished
         } else {
@@ -309,7 +312,7 @@ impl ContainerControl for V1Cgroups {
 
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         let dir = self.memory_dir(container);
-        if !done_or_return!(fsio::read_procs(&dir)?).is_empty() {
+        if !done_or_return!(fsio::read_procs_tree(&dir)?).is_empty() {
             return Err(CgroupError::Busy { path: dir });
         }
         match fsio::write(&dir.join("memory.force_empty"), "0") {

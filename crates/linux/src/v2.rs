@@ -102,7 +102,10 @@ impl ContainerCgroups for V2Cgroups {
 
     fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
         let names = done_or_return!(fsio::child_dirs(&self.dir(parent))?);
-        let children = names.iter().map(|n| parent.child(n)).collect::<Result<_, _>>()?;
+        // A child whose name is no container name (a control character in
+        // it) is skipped: one odd directory must not blind the agent to
+        // every other container.
+        let children = names.iter().filter_map(|n| parent.child(n).ok()).collect();
         Ok(Outcome::Done(children))
     }
 
@@ -147,7 +150,7 @@ impl ContainerCgroups for V2Cgroups {
     }
 
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
-        fsio::read_procs(&self.dir(container))
+        fsio::read_procs_tree(&self.dir(container))
     }
 
     fn create(
@@ -169,7 +172,7 @@ impl ContainerCgroups for V2Cgroups {
     }
 
     fn remove(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
-        fsio::rmdir(&self.dir(container))
+        fsio::rmdir_tree(&self.dir(container))
     }
 
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
@@ -292,7 +295,7 @@ impl ContainerControl for V2Cgroups {
 
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         let dir = self.dir(container);
-        if !done_or_return!(fsio::read_procs(&dir)?).is_empty() {
+        if !done_or_return!(fsio::read_procs_tree(&dir)?).is_empty() {
             return Err(CgroupError::Busy { path: dir });
         }
         let usage = done_or_return!(fsio::read_parsed(&dir.join("memory.current"), |t| {

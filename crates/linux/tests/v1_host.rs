@@ -303,3 +303,60 @@ fn create_protect_and_refusals_on_the_real_kernel() {
     assert!(matches!(cg.add_process(&node, unused), Err(CgroupError::NoSuchProcess { .. })));
     assert_eq!(cg.members(&node).expect("reads").done().map(|m| m.is_empty()), Some(true));
 }
+
+/// Issue 13: v1's `cgroup.procs` is not recursive. A container whose only
+/// process sits in a child cgroup of its own (as a pod's containers do)
+/// counts it as a member, a kill of the container kills it, a freeze
+/// stops it, and removing the container removes its child too.
+#[test]
+fn a_process_in_a_nested_cgroup_is_counted_frozen_killed_and_removed_with_its_container() {
+    let Some(cg) = host() else { return };
+    let mut scratch = Scratch::new(cg.clone());
+    let node = scratch.top("nested", Some(Limit::Bytes(512 * MIB)));
+    let pod = node.child("be-nest").expect("valid");
+    scratch.create(&pod, None);
+    let inner = pod.child("inner").expect("valid");
+    scratch.create(&inner, None);
+    let mut worker = spawn_worker(&mut scratch);
+    assert_eq!(cg.add_process(&inner, worker.pid).expect("moves"), Outcome::Done(()));
+    writeln!(worker.stdin, "go").expect("start worker");
+    let ready = worker.lines.recv_timeout(Duration::from_secs(30)).expect("worker ready");
+    assert_eq!(ready, "ready");
+    assert_eq!(cg.discover(&node).expect("lists"), Outcome::Done(vec![pod.clone()]));
+    assert!(
+        poll(SETTLE, || {
+            matches!(cg.members(&pod), Ok(Outcome::Done(m)) if m.pids.contains(&worker.pid))
+        }),
+        "the nested shell is a member of its container"
+    );
+    assert_eq!(cg.freeze(&pod, SETTLE).expect("freezes"), Outcome::Done(()));
+    let before = cpu_ticks(worker.pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cpu_ticks(worker.pid), before, "frozen with its container");
+    assert_eq!(cg.thaw(&pod, SETTLE).expect("thaws"), Outcome::Done(()));
+    let report = cg.kill(&pod).expect("kills").done().expect("there");
+    assert!(report.signalled >= 2, "the shell and its sleep: {report:?}");
+    assert!(poll(SETTLE, || dead(worker.pid)), "the nested process died");
+    assert!(
+        poll(SETTLE, || matches!(cg.members(&pod), Ok(Outcome::Done(m)) if m.is_empty())),
+        "nothing left"
+    );
+    assert!(poll(SETTLE, || cg.remove(&pod).is_ok()), "removed with its child");
+    assert_eq!(cg.discover(&node).expect("lists"), Outcome::Done(vec![]));
+}
+
+/// Issue 13: a directory whose name is no container name (a control
+/// character in it) is skipped, never a failure to list the others.
+#[test]
+fn a_child_with_a_control_character_in_its_name_is_skipped_not_a_failure() {
+    let Some(cg) = host() else { return };
+    let mut scratch = Scratch::new(cg.clone());
+    let node = scratch.top("oddname", None);
+    let good = node.child("be-good").expect("valid");
+    scratch.create(&good, None);
+    let odd = cg.memory_dir(&node).join("be-\u{7}bell");
+    std::fs::create_dir(&odd).expect("make the odd cgroup");
+    let listed = cg.discover(&node);
+    let _ = std::fs::remove_dir(&odd);
+    assert_eq!(listed.expect("lists"), Outcome::Done(vec![good]));
+}
