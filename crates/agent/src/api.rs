@@ -39,7 +39,7 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 pub struct Shared {
     state: Mutex<Published>,
     arrived: Condvar,
-    submissions: Mutex<Vec<Submission>>,
+    submissions: Mutex<Vec<(Submission, Arc<Claim>)>>,
 }
 
 /// What a client asks of the agent's loop.
@@ -60,6 +60,23 @@ pub struct AdoptRequest {
 /// An order waiting for the agent's loop, and where its answer (JSON, or
 /// why it was refused) goes.
 pub type Submission = (Order, mpsc::Sender<Result<String, String>>);
+
+/// Where an order stands between the client and the loop: decided once,
+/// by whichever comes first, so an order the client was told failed (503)
+/// is never carried out later.
+#[derive(Debug)]
+struct Claim(std::sync::atomic::AtomicU8);
+
+const PENDING: u8 = 0;
+const TAKEN: u8 = 1;
+const ABANDONED: u8 = 2;
+
+impl Claim {
+    fn settle(&self, to: u8) -> bool {
+        use std::sync::atomic::Ordering::AcqRel;
+        self.0.compare_exchange(PENDING, to, AcqRel, std::sync::atomic::Ordering::Acquire).is_ok()
+    }
+}
 
 /// How long a client waits for the loop to take its run request.
 const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,9 +108,12 @@ impl Shared {
         self.arrived.notify_all();
     }
 
-    /// The run requests that arrived since the last call, for the loop.
+    /// The orders that arrived since the last call, for the loop: each now
+    /// taken, and carried out; those their client gave up on are dropped.
     pub fn take_submissions(&self) -> Vec<Submission> {
-        std::mem::take(&mut *self.submissions.lock().unwrap_or_else(PoisonError::into_inner))
+        let waiting =
+            std::mem::take(&mut *self.submissions.lock().unwrap_or_else(PoisonError::into_inner));
+        waiting.into_iter().filter(|(_, claim)| claim.settle(TAKEN)).map(|(s, _)| s).collect()
     }
 
     fn submit(&self, order: Order) -> (u16, String) {
@@ -102,11 +122,21 @@ impl Shared {
             Order::Preempt(_) => PREEMPT_TIMEOUT,
         };
         let (tx, rx) = mpsc::channel();
-        self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push((order, tx));
-        match rx.recv_timeout(wait) {
+        let claim = Arc::new(Claim(std::sync::atomic::AtomicU8::new(PENDING)));
+        let queued = ((order, tx), Arc::clone(&claim));
+        self.submissions.lock().unwrap_or_else(PoisonError::into_inner).push(queued);
+        let answer = match rx.recv_timeout(wait) {
+            Err(_) if claim.settle(ABANDONED) => {
+                return (503, "the agent's loop did not take the request: not done\n".into())
+            }
+            // Taken just now: it is being carried out, and its answer comes.
+            Err(_) => rx.recv_timeout(PREEMPT_TIMEOUT),
+            answer => answer,
+        };
+        match answer {
             Ok(Ok(reply)) => (200, reply),
             Ok(Err(problem)) => (409, format!("{problem}\n")),
-            Err(_) => (503, "the agent's loop did not take the request\n".into()),
+            Err(_) => (503, "the agent's loop took the request but did not answer\n".into()),
         }
     }
 
@@ -330,6 +360,26 @@ fn request(socket: &Path, method: &str, path: &str, body: &str) -> Result<String
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// Issue 13: a run answered 503 (the loop was stalled) still ran later.
+    #[test]
+    fn an_order_the_client_gave_up_on_is_never_handed_to_the_loop() {
+        let shared = Shared::default();
+        let order = Order::Adopt(AdoptRequest { name: "a".into() });
+        // Nobody takes it within the (test's shortened) wait.
+        let (tx, rx) = mpsc::channel();
+        let claim = Arc::new(Claim(std::sync::atomic::AtomicU8::new(PENDING)));
+        shared.submissions.lock().expect("lock").push(((order.clone(), tx), Arc::clone(&claim)));
+        assert!(claim.settle(ABANDONED), "the client gives up first");
+        assert!(shared.take_submissions().is_empty(), "so the loop never sees it");
+        drop(rx);
+        // One the loop takes first cannot be abandoned any more.
+        let (tx, _rx) = mpsc::channel();
+        let claim = Arc::new(Claim(std::sync::atomic::AtomicU8::new(PENDING)));
+        shared.submissions.lock().expect("lock").push(((order, tx), Arc::clone(&claim)));
+        assert_eq!(shared.take_submissions().len(), 1);
+        assert!(!claim.settle(ABANDONED), "taken: its answer is waited for");
+    }
 
     /// Issue 13: under `umask 000` a bind-then-chmod socket was briefly
     /// open to every user. The socket appears at its path already 0600,

@@ -111,7 +111,8 @@ pub(crate) fn read_procs_tree(dir: &Path) -> Result<Outcome<CgroupProcs>, Cgroup
 pub(crate) fn rmdir_tree(dir: &Path) -> Result<Outcome<()>, CgroupError> {
     if let Outcome::Done(children) = child_dirs(dir)? {
         for child in children {
-            rmdir_tree(&dir.join(child))?;
+            // A child gone meanwhile is as good as removed.
+            let _gone_or_removed = rmdir_tree(&dir.join(child))?;
         }
     }
     rmdir(dir)
