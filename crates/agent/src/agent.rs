@@ -1067,6 +1067,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 m.peak = m.peak.max(peak);
             }
             let _ = self.view.cgroups().remove(&path);
+            // A task that exited by itself (a status, not a signal) finished,
+            // even if a kill was decided meanwhile: it raced the kill to its
+            // end, and running it again would run it twice.
+            let too_late = m.killed && status.starts_with("exit status");
+            if too_late {
+                m.killed = false;
+            }
             if m.killed {
                 m.killed = false;
                 m.restarts += 1;
@@ -1102,6 +1109,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     }
                 }
             } else {
+                if too_late {
+                    let detail = json!({ "status": status });
+                    self.record(now, "kill-too-late", Some(&path), detail);
+                }
+                let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
                 let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
                 let job_name = m.request.job.clone().unwrap_or_else(|| name.clone());
                 self.tasks.by_id.remove(&id);
