@@ -373,7 +373,10 @@ fn vm_counters_and_members_of_a_real_container() {
     assert!(c.usage >= 48 * MIB && c.usage <= 512 * MIB, "usage {}", c.usage);
     let stat = scratch.stat(&job);
     assert!(stat.anon >= 48 * MIB, "anon {}", stat.anon);
-    assert_eq!(c.major_faults, stat.pgmajfault);
+    // Read a moment apart while the worker runs: the later read may count
+    // a fault more (seen: 760 then 761), never fewer.
+    assert!(c.major_faults <= stat.pgmajfault, "{} then {}", c.major_faults, stat.pgmajfault);
+    assert!(stat.pgmajfault - c.major_faults <= 64, "the same counter");
     assert!(c.major_faults >= before.major_faults);
     assert!(c.refault_anon.is_some() && c.refault_file.is_some(), "Linux 5.9+ counters");
     assert_eq!(c.refault_anon, stat.workingset_refault_anon);
