@@ -389,7 +389,9 @@ fn vm_counters_and_members_of_a_real_container() {
     // Hierarchical: the node sees the job's memory.
     let n = scratch.counters(&node);
     assert!(n.usage >= c.usage && n.major_faults >= c.major_faults, "node {n:?}");
-    assert_eq!(scratch.members(&node), vec![], "members are the node's own processes");
+    // v2's cgroup.procs lists only a cgroup's own processes; members reach
+    // the whole subtree, so the node counts the job's worker as its own.
+    assert_eq!(scratch.members(&node), vec![worker.pid], "members cover the subtree");
 }
 
 #[test]
@@ -513,6 +515,44 @@ fn vm_kill_every_member_with_cgroup_kill_and_release_memory() {
     assert_eq!(again.signalled, 0);
     assert_eq!(cg.release_empty(&job).expect("releases"), Outcome::Done(()));
     assert_eq!(cg.remove(&job).expect("removes"), Outcome::Done(()));
+}
+
+#[test]
+#[ignore = "needs the cgroup v2 VM: scripts/vm test"]
+fn vm_a_container_s_nested_cgroups_are_members_killed_and_removed_with_it() {
+    // A pod's containers sit in child cgroups of the pod: the pod's
+    // members, kill and removal must reach them.
+    let Some(cg) = guest() else { return };
+    let mut scratch = Scratch::new(cg.clone());
+    let node = scratch.top("nested", Some(Limit::Bytes(512 * MIB)));
+    let pod = node.child("pod").expect("valid");
+    scratch.create(&pod, None);
+    let inner = pod.child("inner").expect("valid");
+    scratch.create(&inner, None);
+    let deeper = inner.child("deeper").expect("valid");
+    scratch.create(&deeper, None);
+
+    let kids = 1;
+    let mut worker = Worker::spawn(&mut scratch, Work::Hold, 16, kids);
+    assert_eq!(cg.add_process(&deeper, worker.pid).expect("moves"), Outcome::Done(()));
+    let mut pids = worker.start(kids);
+    pids.sort_unstable();
+    let mut members = scratch.members(&pod);
+    members.sort_unstable();
+    assert_eq!(members, pids, "the pod's members include its nested cgroups'");
+    assert!(scratch.read(&pod, "cgroup.procs").is_empty(), "the pod itself holds none");
+
+    let report = cg.kill(&pod).expect("kills").done().expect("exists");
+    assert_eq!(report.signalled, kids + 1, "{report:?}");
+    assert!(poll(SETTLE, || pids.iter().all(|&p| dead(p))), "a nested member survived");
+    assert!(poll(SETTLE, || scratch.members(&pod).is_empty()), "members left after kill");
+    let status = scratch.children[0].wait().expect("reaps the worker");
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+
+    // Removing the pod removes the cgroups below it, deepest first.
+    assert!(poll(SETTLE, || !scratch.events(&pod).populated), "still populated");
+    assert_eq!(cg.remove(&pod).expect("removes"), Outcome::Done(()));
+    assert!(!cg.dir(&deeper).exists() && !cg.dir(&pod).exists(), "the subtree is gone");
 }
 
 #[test]
