@@ -20,6 +20,7 @@
 
 use crate::agent::NodeStatus;
 use crate::events::Event;
+use crate::http;
 use crate::metrics;
 use crate::tasks::{PreemptRequest, RunRequest};
 use std::collections::VecDeque;
@@ -40,6 +41,9 @@ pub struct Shared {
     state: Mutex<Published>,
     arrived: Condvar,
     submissions: Mutex<Vec<(Submission, Arc<Claim>)>>,
+    refusals: Arc<http::Refusals>,
+    /// Clients waiting in `/v1/events` now.
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// What a client asks of the agent's loop.
@@ -83,8 +87,6 @@ const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client waits for a preemption: a checkpoint's dump runs in
 /// the loop and takes as long as CRIU needs (bounded by its timeout).
 const PREEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
-/// The largest request body accepted.
-const MAX_BODY: u64 = 64 << 10;
 
 #[derive(Debug, Default)]
 struct Published {
@@ -140,6 +142,12 @@ impl Shared {
         }
     }
 
+    /// What the API turned away so far (busy, out of descriptors, too
+    /// slow, too large, malformed), for the agent's events.
+    pub fn refusals(&self) -> [(&'static str, u64); 5] {
+        self.refusals.counts()
+    }
+
     /// Wakes every waiting client for the agent's exit.
     pub fn stop(&self) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).stopping = true;
@@ -169,7 +177,9 @@ impl Shared {
                     .map(|l| l + "\n")
                     .collect();
             }
+            self.waiting.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             p = self.arrived.wait_timeout(p, left).unwrap_or_else(PoisonError::into_inner).0;
+            self.waiting.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -206,38 +216,23 @@ pub fn serve(socket: &Path, shared: Arc<Shared>) -> Result<std::thread::JoinHand
     std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| err(format!("cannot make it root-only: {e}")))?;
     std::fs::rename(&staged, socket).map_err(|e| err(format!("cannot put it in place: {e}")))?;
-    let server =
-        tiny_http::Server::from_listener(listener, None).map_err(|e| err(e.to_string()))?;
-    let server = Arc::new(server);
-    Ok(std::thread::spawn(move || {
-        for request in server.incoming_requests() {
-            let shared = Arc::clone(&shared);
-            // A client waiting for events must not hold up the others.
-            std::thread::spawn(move || respond(request, &shared));
-        }
+    let refusals = Arc::clone(&shared.refusals);
+    Ok(http::serve(listener, http::Limits::default(), refusals, move |request| {
+        respond(request, &shared)
     }))
 }
 
-fn respond(mut request: tiny_http::Request, shared: &Shared) {
-    let url = request.url().to_string();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-    let param = |name: &str| {
-        query
-            .split('&')
-            .filter_map(|kv| kv.split_once('='))
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v)
-    };
-    let (code, kind, body) = match (request.method(), path) {
-        (tiny_http::Method::Get, "/v1/status") => (200, "application/json", shared.status_json()),
-        (tiny_http::Method::Get, "/metrics") => (
+fn respond(request: http::Request, shared: &Shared) -> http::Response {
+    let (code, content_type, body) = match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/v1/status") => (200, "application/json", shared.status_json()),
+        ("GET", "/metrics") => (
             200,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             shared.metrics_text(),
         ),
-        (tiny_http::Method::Get, "/v1/events") => {
-            let after = param("after").map(str::parse::<u64>);
-            let wait = param("wait").map(str::parse::<f64>);
+        ("GET", "/v1/events") => {
+            let after = request.param("after").map(str::parse::<u64>);
+            let wait = request.param("wait").map(str::parse::<f64>);
             match (after.transpose(), wait.transpose()) {
                 (Ok(after), Ok(wait)) if wait.is_none_or(|w| w.is_finite() && w >= 0.0) => {
                     // Clamped before it becomes a Duration: 1e308 s would not fit one.
@@ -248,45 +243,21 @@ fn respond(mut request: tiny_http::Request, shared: &Shared) {
                 _ => (400, "text/plain", "after must be a whole number, wait seconds\n".into()),
             }
         }
-        (tiny_http::Method::Post, "/v1/run") => match read_body(&mut request) {
-            Err(answer) => answer,
-            Ok(body) => match serde_json::from_str::<RunRequest>(&body) {
-                Err(e) => (400, "text/plain", format!("bad run request: {e}\n")),
-                Ok(run) => answered(shared.submit(Order::Run(run))),
-            },
+        ("POST", "/v1/run") => match serde_json::from_slice::<RunRequest>(&request.body) {
+            Err(e) => (400, "text/plain", format!("bad run request: {e}\n")),
+            Ok(run) => answered(shared.submit(Order::Run(run))),
         },
-        (tiny_http::Method::Post, "/v1/preempt") => match read_body(&mut request) {
-            Err(answer) => answer,
-            Ok(body) => match serde_json::from_str::<PreemptRequest>(&body) {
-                Err(e) => (400, "text/plain", format!("bad preempt request: {e}\n")),
-                Ok(order) => answered(shared.submit(Order::Preempt(order))),
-            },
+        ("POST", "/v1/preempt") => match serde_json::from_slice::<PreemptRequest>(&request.body) {
+            Err(e) => (400, "text/plain", format!("bad preempt request: {e}\n")),
+            Ok(order) => answered(shared.submit(Order::Preempt(order))),
         },
-        (tiny_http::Method::Post, "/v1/adopt") => match read_body(&mut request) {
-            Err(answer) => answer,
-            Ok(body) => match serde_json::from_str::<AdoptRequest>(&body) {
-                Err(e) => (400, "text/plain", format!("bad adopt request: {e}\n")),
-                Ok(order) => answered(shared.submit(Order::Adopt(order))),
-            },
+        ("POST", "/v1/adopt") => match serde_json::from_slice::<AdoptRequest>(&request.body) {
+            Err(e) => (400, "text/plain", format!("bad adopt request: {e}\n")),
+            Ok(order) => answered(shared.submit(Order::Adopt(order))),
         },
         (_, p) => (404, "text/plain", format!("no such endpoint: {p}\n")),
     };
-    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes());
-    let mut response = tiny_http::Response::from_string(body).with_status_code(code);
-    if let Ok(h) = header {
-        response = response.with_header(h);
-    }
-    let _ = request.respond(response);
-}
-
-/// A request's body, or the answer that refuses it.
-fn read_body(request: &mut tiny_http::Request) -> Result<String, (u16, &'static str, String)> {
-    let mut body = String::new();
-    match request.as_reader().take(MAX_BODY + 1).read_to_string(&mut body) {
-        Err(e) => Err((400, "text/plain", format!("cannot read the request: {e}\n"))),
-        Ok(n) if n as u64 > MAX_BODY => Err((413, "text/plain", "request too large\n".into())),
-        Ok(_) => Ok(body),
-    }
+    http::Response { code, content_type, body }
 }
 
 fn answered((code, body): (u16, String)) -> (u16, &'static str, String) {
@@ -379,6 +350,43 @@ mod tests {
         shared.submissions.lock().expect("lock").push(((order, tx), Arc::clone(&claim)));
         assert_eq!(shared.take_submissions().len(), 1);
         assert!(!claim.settle(ABANDONED), "taken: its answer is waited for");
+    }
+
+    /// Many clients waiting for events hold no one else up, and all are
+    /// woken by the event they wait for.
+    #[test]
+    fn a_hundred_waiters_for_events_leave_the_api_answering_and_all_hear_the_event() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("agent.sock");
+        let shared = Arc::new(Shared::default());
+        serve(&socket, Arc::clone(&shared)).expect("serves");
+        let waiters: Vec<_> = (0..100)
+            .map(|_| {
+                let socket = socket.clone();
+                std::thread::spawn(move || get(&socket, "/v1/events?after=0&wait=30"))
+            })
+            .collect();
+        // All hundred are waiting (each holds a connection) ...
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let waiting = || shared.waiting.load(std::sync::atomic::Ordering::Relaxed);
+        while waiting() < 100 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(waiting(), 100);
+        // ... and the API still answers others.
+        assert!(get(&socket, "/v1/status").expect("answers").contains("\"containers\""));
+        let event = Event {
+            seq: 1,
+            at: 0.0,
+            kind: "gone".into(),
+            container: None,
+            detail: serde_json::json!({}),
+        };
+        shared.publish(NodeStatus::default(), std::iter::once(event));
+        for w in waiters {
+            let got = w.join().expect("waiter").expect("answered");
+            assert!(got.contains("\"gone\""), "{got}");
+        }
     }
 
     /// Issue 13: under `umask 000` a bind-then-chmod socket was briefly

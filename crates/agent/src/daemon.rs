@@ -115,6 +115,8 @@ pub fn run(
     let now = || Time::from_micros(start.elapsed().as_micros() as u64);
     let mut published = 0;
     let mut fired = Vec::new();
+    let mut said_refused = shared.refusals();
+    let mut said_refused_at: Option<Instant> = None;
     agent.note(Time::ZERO, "started", started);
     agent.note_checkpoint_support(Time::ZERO);
     while !stop.load(Ordering::Relaxed) {
@@ -150,6 +152,17 @@ pub fn run(
             };
             let _ = reply.send(answer.map_err(|e| e.to_string()));
         }
+        // What the API turned away, said at most every 10 s: a flood of
+        // clients must not flood the log too.
+        let refused = shared.refusals();
+        if refused != said_refused && said_refused_at.is_none_or(|at| at.elapsed() >= REFUSALS_EVERY) {
+            let grew = refused.iter().zip(&said_refused).filter(|(n, was)| n.1 > was.1);
+            let detail: serde_json::Map<String, serde_json::Value> =
+                grew.map(|(n, was)| (n.0.to_string(), json!(n.1 - was.1))).collect();
+            agent.note(now(), "api-refused", serde_json::Value::Object(detail));
+            said_refused = refused;
+            said_refused_at = Some(Instant::now());
+        }
         let new: Vec<Event> = agent.events().after(published).cloned().collect();
         published = agent.events().recent().last().map_or(published, |e| e.seq);
         shared.publish(agent.status(), new.into_iter());
@@ -169,6 +182,9 @@ pub fn run(
     let _ = std::fs::remove_file(socket);
     Ok(())
 }
+
+/// How often, at most, the API's refusals are told as an event.
+const REFUSALS_EVERY: Duration = Duration::from_secs(10);
 
 /// Arms a trigger; without CAP_SYS_RESOURCE the kernel takes only windows
 /// that are whole multiples of 2 s: then the same share of stall over 2 s.

@@ -3,13 +3,28 @@
 //!
 //! Why JSON lines: a log that `jq`, a test or a dashboard can read without
 //! knowing overbook, appended with one write per event so a crash loses at
-//! most the event being written.
+//! most the events still queued.
+//!
+//! Why a writer thread: a write to a slow or stuck disk (a full journal, a
+//! hung NFS mount) blocked the agent's loop, and with it sampling and
+//! preemption. The loop only queues lines; when the queue is full (the disk
+//! is that far behind) lines are dropped, counted, and the count is
+//! recorded as an event of its own once there is room again.
 
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Lines queued for the file at most; past it, lines are dropped.
+const QUEUE: usize = 4096;
+/// How long a stopping agent waits for its queued lines to be written.
+const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 /// One decision or observation worth recording.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -30,10 +45,76 @@ pub struct Event {
 /// Where events go.
 #[derive(Debug)]
 pub struct EventLog {
-    file: Option<(PathBuf, File)>,
+    file: Option<FileWriter>,
     recent: VecDeque<Event>,
     keep: usize,
     seq: u64,
+}
+
+/// The file's writer thread, and what it has to say back.
+#[derive(Debug)]
+struct FileWriter {
+    lines: Option<SyncSender<String>>,
+    /// A write failure not yet told (the writer keeps the latest).
+    failed: Arc<Mutex<Option<String>>>,
+    /// Lines dropped because the queue was full, not yet told.
+    dropped: u64,
+    /// Lines queued and not yet written.
+    in_flight: Arc<AtomicUsize>,
+    /// Closed by the writer when it has written everything and ended.
+    finished: Receiver<()>,
+}
+
+impl FileWriter {
+    fn start(path: &Path) -> std::io::Result<FileWriter> {
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        let (lines, queued) = mpsc::sync_channel::<String>(QUEUE);
+        let failed = Arc::new(Mutex::new(None));
+        let (done, finished) = mpsc::channel::<()>();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let (path, report, written) =
+            (path.to_path_buf(), Arc::clone(&failed), Arc::clone(&in_flight));
+        std::thread::Builder::new().name("overbook-event-log".into()).spawn(move || {
+            let _done = done;
+            for line in queued {
+                if let Err(e) = file.write_all(line.as_bytes()) {
+                    let problem = format!("{}: {e}", path.display());
+                    *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(problem);
+                }
+                written.fetch_sub(1, Ordering::AcqRel);
+            }
+        })?;
+        Ok(FileWriter { lines: Some(lines), failed, dropped: 0, in_flight, finished })
+    }
+
+    /// Whether the dropped lines can be told now: the writer has caught up
+    /// half the queue (telling them into a full queue would drop that too).
+    fn has_room(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) < QUEUE / 2
+    }
+
+    /// Queues a line; false if the queue is full (the line is dropped).
+    fn queue(&mut self, line: String) -> bool {
+        let Some(lines) = &self.lines else { return false };
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        match lines.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                self.dropped += 1;
+                false
+            }
+        }
+    }
+}
+
+impl Drop for FileWriter {
+    fn drop(&mut self) {
+        // The queued lines are written before the agent exits, unless the
+        // disk is stuck: then the exit does not wait for ever.
+        drop(self.lines.take());
+        let _ = self.finished.recv_timeout(FLUSH_WAIT);
+    }
 }
 
 impl EventLog {
@@ -42,36 +123,53 @@ impl EventLog {
         EventLog { file: None, recent: VecDeque::new(), keep, seq: 0 }
     }
 
-    /// A log appended to `path` as well.
+    /// A log appended to `path` as well, by a thread of its own.
     pub fn to_file(path: &Path, keep: usize) -> std::io::Result<EventLog> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(EventLog {
-            file: Some((path.to_path_buf(), file)),
-            recent: VecDeque::new(),
-            keep,
-            seq: 0,
-        })
+        Ok(EventLog { file: Some(FileWriter::start(path)?), recent: VecDeque::new(), keep, seq: 0 })
     }
 
-    /// Record an event. A failed write to the file is reported, but the
-    /// event is kept in memory and the agent goes on: losing a log line must
-    /// never stop a preemption.
-    pub fn record(&mut self, mut event: Event) -> Result<(), String> {
+    /// Record an event. A failed write to the file is reported (by the
+    /// next call after the writer saw it), but the event is kept in memory
+    /// and the agent goes on: losing a log line must never stop a
+    /// preemption.
+    pub fn record(&mut self, event: Event) -> Result<(), String> {
+        let dropped = self.file.as_ref().filter(|f| f.has_room()).map_or(0, |f| f.dropped);
+        if dropped > 0 {
+            let why = "the event log's writer fell behind (a slow or stuck disk)";
+            let note = Event {
+                seq: 0,
+                at: event.at,
+                kind: "log-lines-dropped".into(),
+                container: None,
+                detail: serde_json::json!({ "lines": dropped, "why": why }),
+            };
+            if let Some(f) = &mut self.file {
+                f.dropped = 0;
+            }
+            self.push(note);
+        }
+        self.push(event);
+        let failed = self.file.as_ref().and_then(|f| {
+            f.failed.lock().unwrap_or_else(PoisonError::into_inner).take()
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn push(&mut self, mut event: Event) {
         self.seq += 1;
         event.seq = self.seq;
-        let mut result = Ok(());
-        if let Some((path, file)) = &mut self.file {
-            let mut line = serde_json::to_string(&event).map_err(|e| e.to_string())?;
-            line.push('\n');
-            if let Err(e) = file.write_all(line.as_bytes()) {
-                result = Err(format!("{}: {e}", path.display()));
+        if let Some(file) = &mut self.file {
+            match serde_json::to_string(&event) {
+                Ok(line) => {
+                    file.queue(line + "\n");
+                }
+                Err(_) => file.dropped += 1,
             }
         }
         if self.recent.len() == self.keep {
             self.recent.pop_front();
         }
         self.recent.push_back(event);
-        result
     }
 
     /// The most recent events, oldest first.
@@ -107,12 +205,68 @@ mod tests {
         for i in 0..3 {
             log.record(event(i)).expect("written");
         }
+        let at: Vec<f64> = log.recent().map(|e| e.at).collect();
+        assert_eq!(at, vec![1.0, 2.0]);
+        drop(log);
         let text = std::fs::read_to_string(&path).expect("read back");
         let lines: Vec<serde_json::Value> =
             text.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[2]["kind"], "gone");
-        let at: Vec<f64> = log.recent().map(|e| e.at).collect();
-        assert_eq!(at, vec![1.0, 2.0]);
+    }
+
+    /// Issue 13: a blocking write stopped sampling and preemption. A
+    /// writer that cannot keep up (here: a FIFO read by nobody, where
+    /// writes block) never holds up `record`; what it could not take is
+    /// counted, and told once the writer has caught up.
+    #[test]
+    fn a_stuck_disk_never_blocks_recording_and_dropped_lines_are_told() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("stuck");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600))
+            .expect("mkfifo");
+        // Opened for reading first (so the log's open does not block), and
+        // not read yet: the pipe fills and the writer's next write blocks.
+        let reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo)
+            .expect("open fifo");
+        let mut log = EventLog::to_file(&fifo, 10).expect("open");
+        let padded = |i| Event { detail: serde_json::json!({ "pad": "x".repeat(1000) }), ..event(i) };
+        for i in 0..(QUEUE as u32 + 200) {
+            log.record(padded(i)).expect("no failure reported");
+        }
+        let dropped = log.file.as_ref().map_or(0, |f| f.dropped);
+        assert!(dropped >= 100, "a full queue drops lines: {dropped}");
+        log.record(event(0)).expect("recorded");
+        let last = log.recent().last().map(|e| e.kind.clone());
+        assert_eq!(last.as_deref(), Some("gone"), "not told while the writer is stuck");
+
+        // The pipe is read: the writer catches up, and the next event comes
+        // after the count of what was lost.
+        rustix::fs::fcntl_setfl(&reader, rustix::fs::OFlags::empty()).expect("blocking reads");
+        let drain = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut { reader }, &mut text);
+            text
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !log.file.as_ref().is_some_and(FileWriter::has_room) {
+            assert!(std::time::Instant::now() < deadline, "the writer never caught up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        log.record(event(1)).expect("recorded");
+        let tail: Vec<&Event> = log.recent().skip(8).collect();
+        assert_eq!(tail[0].kind, "log-lines-dropped");
+        assert_eq!(tail[0].detail["lines"].as_u64(), Some(dropped + 1));
+        assert_eq!(tail[1].kind, "gone");
+        drop(log);
+        let text = drain.join().expect("drained");
+        assert!(text.lines().any(|l| l.contains("log-lines-dropped")), "written to the file too");
+        // Every event is in the file but the dropped ones.
+        let recorded = QUEUE as u64 + 200 + 1 + 2;
+        assert_eq!(text.lines().count() as u64, recorded - (dropped + 1));
     }
 }

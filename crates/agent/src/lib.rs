@@ -22,6 +22,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod events;
+pub mod http;
 pub mod lock;
 pub mod metrics;
 pub mod node;

@@ -46,7 +46,17 @@ pub(crate) fn has_process_mrelease() -> bool {
 /// failure to join or to start a session fails the spawn with the kernel's
 /// error and the program never runs.
 pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_session: bool) {
+    let parent = rustix::process::getpid();
     let hook = move || -> io::Result<()> {
+        // A child whose starter dies before it has joined must not run:
+        // the next agent finds no member, takes the start for undone and
+        // starts the task again. Until the join is done, the starter's
+        // death kills it (and a starter already dead fails the spawn);
+        // joined, it is a member the next agent adopts, and lives on.
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        if rustix::process::getppid() != Some(parent) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
         // Descriptors the parent leaked (inherited without O_CLOEXEC, like
         // a VM console's) would follow the program, and CRIU refuses to
         // dump a tree holding what it cannot restore. CLOEXEC rather than
@@ -63,11 +73,12 @@ pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_sessio
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             }
         }
+        rustix::process::set_parent_process_death_signal(None)?;
         Ok(())
     };
     // SAFETY: the hook runs in the forked child before exec, where only
-    // async-signal-safe work is allowed: it makes two raw syscalls (setsid,
-    // write) through rustix's linux_raw backend, on descriptors that were
+    // async-signal-safe work is allowed: it makes raw syscalls (prctl,
+    // getppid, setsid, write) through rustix's linux_raw backend, on descriptors that were
     // opened before the fork and are owned by the closure, and allocates
     // nothing (io::Error from a raw errno does not allocate).
     unsafe {

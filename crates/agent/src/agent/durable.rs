@@ -238,7 +238,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 stored.state = StoredState::Killed;
             }
         }
-        if stored.state == StoredState::Starting {
+        // Not yet said of one whose empty container is removed first: it
+        // comes back here once a sample has seen the container gone.
+        let comes_back = !alive && members.is_some();
+        if stored.state == StoredState::Starting && !comes_back {
             let then = if alive { "running" } else { "queued again: it never ran" };
             self.record(now, "start-interrupted", Some(&path), json!({ "now": then }));
         }
