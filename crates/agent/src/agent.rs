@@ -118,6 +118,10 @@ pub struct Agent<C> {
     last_pressure: Option<u64>,
     /// The last tick that read only the node, after the last full one.
     last_light: Option<Time>,
+    /// Odd directories and unreadable containers already told (told again
+    /// if they go and come back, or the reason changes).
+    told_skipped: std::collections::BTreeSet<String>,
+    told_unreadable: BTreeMap<String, String>,
     last_full: Option<Time>,
     wake_at: Option<Time>,
     /// The `memory.min` last given to each protected critical container.
@@ -229,6 +233,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             reclaim_headroom: config.policy.reclaimer.headroom(),
             last_pressure: None,
             last_light: None,
+            told_skipped: Default::default(),
+            told_unreadable: BTreeMap::new(),
             last_full: None,
             wake_at: None,
             protected: BTreeMap::new(),
@@ -427,6 +433,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     fn note_arrivals_and_departures(&mut self, now: Time) {
+        let skipped: std::collections::BTreeSet<String> =
+            std::mem::take(&mut self.sample.skipped).into_iter().collect();
+        for name in skipped.difference(&self.told_skipped).cloned().collect::<Vec<_>>() {
+            let why = "its name is no container name (a control character, or not UTF-8)";
+            self.record(now, "container-skipped", None, json!({ "name": name, "why": why }));
+        }
+        self.told_skipped = skipped;
+        let mut unreadable = BTreeMap::new();
+        for (path, error) in std::mem::take(&mut self.sample.unreadable) {
+            if self.told_unreadable.get(path.as_str()) != Some(&error) {
+                let detail = json!({ "error": error, "then": "left out of this sample" });
+                self.record(now, "container-unreadable", Some(&path), detail);
+            }
+            unreadable.insert(path.as_str().to_string(), error);
+        }
+        self.told_unreadable = unreadable;
         for (id, path) in std::mem::take(&mut self.sample.gone) {
             // A managed task's container goes away between its incarnations
             // while the task itself waits to start again.

@@ -155,7 +155,9 @@ pub fn run(
         // What the API turned away, said at most every 10 s: a flood of
         // clients must not flood the log too.
         let refused = shared.refusals();
-        if refused != said_refused && said_refused_at.is_none_or(|at| at.elapsed() >= REFUSALS_EVERY) {
+        if refused != said_refused
+            && said_refused_at.is_none_or(|at| at.elapsed() >= REFUSALS_EVERY)
+        {
             let grew = refused.iter().zip(&said_refused).filter(|(n, was)| n.1 > was.1);
             let detail: serde_json::Map<String, serde_json::Value> =
                 grew.map(|(n, was)| (n.0.to_string(), json!(n.1 - was.1))).collect();

@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -149,9 +149,10 @@ impl EventLog {
             self.push(note);
         }
         self.push(event);
-        let failed = self.file.as_ref().and_then(|f| {
-            f.failed.lock().unwrap_or_else(PoisonError::into_inner).take()
-        });
+        let failed = self
+            .file
+            .as_ref()
+            .and_then(|f| f.failed.lock().unwrap_or_else(PoisonError::into_inner).take());
         failed.map_or(Ok(()), Err)
     }
 
@@ -234,7 +235,8 @@ mod tests {
             .open(&fifo)
             .expect("open fifo");
         let mut log = EventLog::to_file(&fifo, 10).expect("open");
-        let padded = |i| Event { detail: serde_json::json!({ "pad": "x".repeat(1000) }), ..event(i) };
+        let padded =
+            |i| Event { detail: serde_json::json!({ "pad": "x".repeat(1000) }), ..event(i) };
         for i in 0..(QUEUE as u32 + 200) {
             log.record(padded(i)).expect("no failure reported");
         }

@@ -55,7 +55,11 @@ pub struct Request {
 impl Request {
     /// The value of query parameter `name`, if given.
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v)
+        self.query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v)
     }
 }
 
@@ -136,7 +140,12 @@ where
                     }
                     continue;
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::ConnectionAborted) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                    ) =>
+                {
                     continue
                 }
                 Err(_) => {
@@ -179,7 +188,8 @@ impl Drop for Slot {
 
 fn out_of_descriptors(e: &std::io::Error) -> bool {
     use rustix::io::Errno;
-    e.raw_os_error().is_some_and(|n| n == Errno::MFILE.raw_os_error() || n == Errno::NFILE.raw_os_error())
+    e.raw_os_error()
+        .is_some_and(|n| n == Errno::MFILE.raw_os_error() || n == Errno::NFILE.raw_os_error())
 }
 
 /// Answers without reading: the answer fits the socket's buffer, and a
@@ -260,7 +270,8 @@ fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Ref
             break at;
         }
         if buf.len() > limits.max_head {
-            let answer = Response::text(431, format!("request head over {} bytes\n", limits.max_head));
+            let answer =
+                Response::text(431, format!("request head over {} bytes\n", limits.max_head));
             return Err(Refused::Answer(|r| &r.too_large, answer));
         }
         read_some(stream, &mut buf, deadline)?;
@@ -270,7 +281,8 @@ fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Ref
         return Err(Refused::Answer(|r| &r.too_large, answer));
     }
     let mut body = buf.split_off(head_end + 4);
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| malformed("request head is not UTF-8"))?;
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| malformed("request head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
     let first = lines.next().unwrap_or("");
     let mut parts = first.split(' ');
@@ -288,7 +300,8 @@ fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Ref
             return Err(malformed("a header line has no `:`"));
         };
         if name.eq_ignore_ascii_case("content-length") {
-            length = value.trim().parse().map_err(|_| malformed("Content-Length is not a number"))?;
+            length =
+                value.trim().parse().map_err(|_| malformed("Content-Length is not a number"))?;
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(malformed("only bodies with a Content-Length are taken"));
         }
@@ -338,7 +351,10 @@ mod tests {
 
     /// A server on a fresh socket, answering every request with its path
     /// after `hold` (to keep connections busy).
-    fn server(limits: Limits, hold: Duration) -> (tempfile::TempDir, std::path::PathBuf, Arc<Refusals>) {
+    fn server(
+        limits: Limits,
+        hold: Duration,
+    ) -> (tempfile::TempDir, std::path::PathBuf, Arc<Refusals>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("api.sock");
         let listener = UnixListener::bind(&socket).expect("binds");
@@ -371,7 +387,9 @@ mod tests {
     fn a_whole_request_is_answered_with_its_length_and_type() {
         let (_dir, socket, _) = server(Limits::default(), Duration::ZERO);
         let mut stream = UnixStream::connect(&socket).expect("connects");
-        stream.write_all(b"POST /v1/run?x=1 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc").expect("sends");
+        stream
+            .write_all(b"POST /v1/run?x=1 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc")
+            .expect("sends");
         let mut lines = std::io::BufReader::new(stream).lines().map_while(Result::ok);
         assert_eq!(lines.next().as_deref(), Some("HTTP/1.0 200 OK"));
         let rest: Vec<String> = lines.collect();

@@ -58,6 +58,12 @@ pub struct NodeSample {
     /// Containers where the kernel's OOM killer killed since the last
     /// sample, with how many it killed.
     pub kernel_kills: Vec<(ContainerId, u64)>,
+    /// Directories under the root that are no container (a control
+    /// character in the name, not UTF-8): not watched.
+    pub skipped: Vec<String>,
+    /// Containers whose files could not be read this time, and why: left
+    /// out of this sample (a known one keeps its identity).
+    pub unreadable: Vec<(ContainerPath, String)>,
 }
 
 /// The node's containers, sampled.
@@ -182,7 +188,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     /// Read every container now. A container that vanishes mid-read is
     /// dropped; an error reading one that is there is returned.
     pub fn sample(&mut self, now: Time) -> Result<NodeSample, CgroupError> {
-        let found = match self.cgroups.discover(&self.root)? {
+        let found = match self.cgroups.discover_all(&self.root)? {
             Outcome::Done(found) => found,
             Outcome::Vanished => {
                 return Err(CgroupError::Unsupported {
@@ -190,13 +196,30 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 })
             }
         };
-        let mut sample = NodeSample::default();
+        let mut sample = NodeSample { skipped: found.skipped, ..NodeSample::default() };
         let mut next = BTreeMap::new();
-        for path in found {
-            let Outcome::Done(counters) = self.cgroups.counters(&path)? else { continue };
-            let Outcome::Done(members) = self.cgroups.members(&path)? else { continue };
-            let members = members.pids.len() + members.invisible;
+        for path in found.containers {
             let key = path.as_str().to_string();
+            // One container's odd files (a kernel quirk, a file made
+            // unreadable) must not blind the agent to every other one.
+            let read = self.cgroups.counters(&path).and_then(|counters| {
+                Ok(match (counters, self.cgroups.members(&path)?) {
+                    (Outcome::Done(c), Outcome::Done(m)) => Some((c, m)),
+                    _ => None,
+                })
+            });
+            let (counters, members) = match read {
+                Ok(Some(read)) => read,
+                Ok(None) => continue,
+                Err(e) => {
+                    if let Some(k) = self.known.remove(&key) {
+                        next.insert(key, k);
+                    }
+                    sample.unreadable.push((path, e.to_string()));
+                    continue;
+                }
+            };
+            let members = members.pids.len() + members.invisible;
             let known = match self.known.remove(&key) {
                 Some(mut k) => {
                     if k.members > 0 && members == 0 {
@@ -344,4 +367,67 @@ fn stats_of(
     };
     s.stall = c.pressure.map(|p| p.some.total);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overbook_linux::V2Cgroups;
+    use std::path::Path;
+
+    fn put(dir: &Path, file: &str, text: &str) {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        std::fs::write(dir.join(file), text).expect("write fixture");
+    }
+
+    /// A v2 cgroup directory (plain files) with one member, `pid`.
+    fn container(dir: &Path, pid: u32) {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../linux/tests/fixtures/v2");
+        for file in ["memory.current", "memory.stat", "memory.swap.current", "memory.pressure"] {
+            let text = std::fs::read_to_string(format!("{fixtures}/{file}")).expect("fixture");
+            put(dir, file, &text);
+        }
+        put(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+        put(dir, "memory.max", "max\n");
+        put(dir, "cgroup.procs", &format!("{pid}\n"));
+        put(dir, "cgroup.freeze", "0\n");
+        put(dir, "cgroup.events", "populated 1\nfrozen 0\n");
+    }
+
+    /// Issue 13: one container's unreadable file made the whole sample
+    /// fail, so no container was watched.
+    #[test]
+    fn a_container_whose_files_cannot_be_read_is_left_out_and_the_rest_watched() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        container(&tmp.path().join("node"), 1);
+        container(&tmp.path().join("node/good"), 1);
+        container(&tmp.path().join("node/bad"), 1);
+        let root = ContainerPath::new("node").expect("valid");
+        let mut view = NodeView::new(
+            V2Cgroups::new(tmp.path().to_path_buf()),
+            root.clone(),
+            Some(1 << 30),
+            ClassRules::default(),
+        );
+        let first = view.sample(Time::ZERO).expect("samples");
+        assert_eq!(first.containers.len(), 2);
+        let bad_id = view.id_of(&root.child("bad").expect("valid")).expect("known");
+
+        put(&tmp.path().join("node/bad"), "memory.stat", "anon twelve\n");
+        let second = view.sample(Time::from_secs(1)).expect("one bad file fails no sample");
+        let good = view.id_of(&root.child("good").expect("valid")).expect("known");
+        let ids: Vec<ContainerId> = second.containers.iter().map(|c| c.id).collect();
+        assert_eq!(ids, vec![good]);
+        assert_eq!(second.unreadable.len(), 1);
+        assert_eq!(second.unreadable[0].0.name(), "bad");
+        assert!(second.unreadable[0].1.contains("memory.stat"), "{:?}", second.unreadable);
+        assert!(second.gone.is_empty(), "an unreadable container is not gone");
+
+        // Readable again: the same container, under the same id.
+        container(&tmp.path().join("node/bad"), 1);
+        let third = view.sample(Time::from_secs(2)).expect("samples");
+        assert_eq!(third.containers.len(), 2);
+        assert!(third.appeared.is_empty());
+        assert_eq!(view.id_of(&root.child("bad").expect("valid")), Some(bad_id));
+    }
 }

@@ -85,7 +85,9 @@ fn the_api_outlives_descriptor_exhaustion_and_answers_again() {
     // Far more than 64: the server runs out of descriptors on the way.
     assert_eq!(ask("hold 300"), "held 300", "every connect went through: the loop accepts");
     // The server takes them from its queue in its own time.
-    let out_of_descriptors = || shared.refusals().iter().find(|(k, _)| *k == "out_of_descriptors").map_or(0, |(_, n)| *n);
+    let out_of_descriptors = || {
+        shared.refusals().iter().find(|(k, _)| *k == "out_of_descriptors").map_or(0, |(_, n)| *n)
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while out_of_descriptors() == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::container::{
-    CgroupVersion, ContainerPath, KillReport, MemoryCounters, Outcome, Protection,
+    CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome, Protection,
 };
 use crate::error::CgroupError;
 use crate::parse::{CgroupProcs, FreezerState, Limit, Pid};
@@ -21,9 +21,20 @@ pub trait ContainerCgroups {
     /// The cgroup version underneath.
     fn version(&self) -> CgroupVersion;
 
-    /// The containers directly under `parent`, sorted by name; a child
-    /// whose name is not a valid container name is skipped.
-    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError>;
+    /// The containers directly under `parent`, sorted by name, and the
+    /// child directories skipped because their name is no container name
+    /// (a control character, not UTF-8): one odd directory must not blind
+    /// the agent to every other container, nor go unreported.
+    fn discover_all(&self, parent: &ContainerPath) -> Result<Outcome<Discovery>, CgroupError>;
+
+    /// The containers directly under `parent`, sorted by name (the skipped
+    /// ones left out).
+    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
+        Ok(match self.discover_all(parent)? {
+            Outcome::Done(d) => Outcome::Done(d.containers),
+            Outcome::Vanished => Outcome::Vanished,
+        })
+    }
 
     /// Usage, faults, refaults, swap and (v2) pressure of a container.
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError>;

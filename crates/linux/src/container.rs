@@ -112,6 +112,16 @@ impl fmt::Display for ContainerPath {
     }
 }
 
+/// What a look under a parent cgroup found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// The containers, sorted by name.
+    pub containers: Vec<ContainerPath>,
+    /// Child directories that are no container (their name has a control
+    /// character or is not UTF-8), shown lossily: skipped, and to be told.
+    pub skipped: Vec<String>,
+}
+
 /// The result of an operation on a container that may have disappeared
 /// meanwhile: a container exiting or removed by someone else is a normal
 /// event on a busy node, not an error.

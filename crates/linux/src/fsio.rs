@@ -133,8 +133,9 @@ pub(crate) fn write(path: &Path, text: &str) -> Result<Outcome<()>, CgroupError>
     }
 }
 
-/// The names of the child cgroups of `dir`.
-pub(crate) fn child_dirs(dir: &Path) -> Result<Outcome<Vec<String>>, CgroupError> {
+/// The names of the child cgroups of `dir`, sorted; whatever bytes they
+/// are (a kill must reach a child whose name is not UTF-8 too).
+pub(crate) fn child_dirs(dir: &Path) -> Result<Outcome<Vec<std::ffi::OsString>>, CgroupError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => return sort_error("list", dir, e),
@@ -146,13 +147,32 @@ pub(crate) fn child_dirs(dir: &Path) -> Result<Outcome<Vec<String>>, CgroupError
             Err(e) => return sort_error("list", dir, e),
         };
         // A child removed between readdir and stat is simply not listed.
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
-            names.push(name.to_owned());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            names.push(entry.file_name());
         }
     }
     names.sort();
     Ok(Outcome::Done(names))
+}
+
+/// The containers under `parent` (whose directory is `dir`), and the names
+/// of the child directories that are no container name, shown lossily.
+pub(crate) fn discover_in(
+    dir: &Path,
+    parent: &crate::ContainerPath,
+) -> Result<Outcome<crate::Discovery>, CgroupError> {
+    let names = match child_dirs(dir)? {
+        Outcome::Done(names) => names,
+        Outcome::Vanished => return Ok(Outcome::Vanished),
+    };
+    let mut found = crate::Discovery::default();
+    for name in names {
+        match name.to_str().map(|n| parent.child(n)) {
+            Some(Ok(child)) => found.containers.push(child),
+            _ => found.skipped.push(name.to_string_lossy().into_owned()),
+        }
+    }
+    Ok(Outcome::Done(found))
 }
 
 /// Makes a cgroup directory. `Vanished` means the parent is gone.

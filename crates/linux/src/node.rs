@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl};
 use crate::container::{
-    CgroupVersion, ContainerPath, KillReport, MemoryCounters, Outcome, Protection,
+    CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome, Protection,
 };
 use crate::error::CgroupError;
 use crate::parse::{CgroupProcs, FreezerState, Limit, Pid};
@@ -57,8 +57,8 @@ impl<T: ContainerCgroups + ?Sized> ContainerCgroups for Box<T> {
     fn version(&self) -> CgroupVersion {
         (**self).version()
     }
-    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
-        (**self).discover(parent)
+    fn discover_all(&self, parent: &ContainerPath) -> Result<Outcome<Discovery>, CgroupError> {
+        (**self).discover_all(parent)
     }
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
         (**self).counters(container)

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
 use crate::container::{
-    done_or_return, CgroupVersion, ContainerPath, KillReport, MemoryCounters, Outcome, Protection,
-    SwapPolicy,
+    done_or_return, CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome,
+    Protection, SwapPolicy,
 };
 use crate::error::CgroupError;
 use crate::fsio;
@@ -100,13 +100,8 @@ impl ContainerCgroups for V2Cgroups {
         CgroupVersion::V2
     }
 
-    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
-        let names = done_or_return!(fsio::child_dirs(&self.dir(parent))?);
-        // A child whose name is no container name (a control character in
-        // it) is skipped: one odd directory must not blind the agent to
-        // every other container.
-        let children = names.iter().filter_map(|n| parent.child(n).ok()).collect();
-        Ok(Outcome::Done(children))
+    fn discover_all(&self, parent: &ContainerPath) -> Result<Outcome<Discovery>, CgroupError> {
+        fsio::discover_in(&self.dir(parent), parent)
     }
 
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {

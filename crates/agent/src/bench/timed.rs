@@ -29,8 +29,11 @@ impl<C: ContainerCgroups> ContainerCgroups for Timed<C> {
     fn version(&self) -> CgroupVersion {
         self.inner.version()
     }
-    fn discover(&self, parent: &ContainerPath) -> Result<Outcome<Vec<ContainerPath>>, CgroupError> {
-        self.inner.discover(parent)
+    fn discover_all(
+        &self,
+        parent: &ContainerPath,
+    ) -> Result<Outcome<overbook_linux::Discovery>, CgroupError> {
+        self.inner.discover_all(parent)
     }
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
         self.inner.counters(container)
