@@ -232,6 +232,22 @@ impl Scene {
         }
     }
 
+    /// Prints what the agents recorded of tasks `names`, and what their
+    /// own files say: to find where an invariant broke.
+    fn explain(&self, names: &[&str]) {
+        for e in self.events() {
+            match Self::container_name(&e) {
+                Some(name) if names.contains(&name) => eprintln!("{e}"),
+                None if e["kind"] == "started" => eprintln!("-- an agent started"),
+                _ => {}
+            }
+        }
+        for name in names {
+            let runs = std::fs::read_to_string(self.path("runs").join(name)).unwrap_or_default();
+            eprintln!("{name}'s own record:\n{runs}");
+        }
+    }
+
     /// Tasks of the kinds `of` that run now (by their own files).
     fn running(&self, of: impl Fn(Kind) -> bool) -> Vec<String> {
         self.tasks
@@ -402,6 +418,10 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
     let busy = |c: &&serde_json::Value| c["state"] == "running" || c["state"] == "frozen";
     let busy: Vec<_> =
         v["containers"].as_array().expect("containers").iter().filter(busy).collect();
+    if !busy.is_empty() {
+        let names: Vec<&str> = busy.iter().filter_map(|c| c["name"].as_str()).collect();
+        scene.explain(&names);
+    }
     assert!(busy.is_empty(), "{busy:?}");
     scene.stop_agent(false);
     scene.check_protected("at the end");
@@ -420,23 +440,8 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
         }
     }
     if !twice.is_empty() {
-        // What the agents recorded of those tasks, to find where it broke.
-        for e in scene.events() {
-            let Some(name) = Scene::container_name(&e) else {
-                if e["kind"] == "started" {
-                    eprintln!("-- an agent started");
-                }
-                continue;
-            };
-            if twice.iter().any(|t| t.split(' ').next() == Some(name)) {
-                eprintln!("{e}");
-            }
-        }
-        for t in &twice {
-            let name = t.split(' ').next().unwrap_or("");
-            let runs = std::fs::read_to_string(scene.path("runs").join(name)).unwrap_or_default();
-            eprintln!("{name}'s own record:\n{runs}");
-        }
+        let names: Vec<&str> = twice.iter().filter_map(|t| t.split(' ').next()).collect();
+        scene.explain(&names);
     }
     assert!(twice.is_empty(), "seed {seed}: not exactly once: {twice:?}");
     let restarted = admitted.iter().filter(|name| scene.runs(name).0 > 1).count();
