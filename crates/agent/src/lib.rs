@@ -10,17 +10,18 @@
 //! * [`node`]: sampling the containers into the core's observations;
 //! * [`agent`]: the loop body, one [`Agent::tick`] at a time;
 //! * [`checkpoint`]: CRIU and the image store;
-//! * [`events`]: the decision log.
+//! * [`events`]: the decision log;
+//! * [`api`], [`http`], [`daemon`], [`lock`]: the daemon around the loop.
+//!
+//! What measures or exercises the agent (benchmarks, workloads, the demo)
+//! is in `overbook-lab`.
 
 pub mod agent;
 pub mod api;
-pub mod bench;
-pub mod chain;
 pub mod checkpoint;
 pub mod classes;
 pub mod config;
 pub mod daemon;
-pub mod demo;
 pub mod events;
 pub mod http;
 pub mod lock;
@@ -29,7 +30,6 @@ pub mod node;
 pub mod spawn;
 pub mod store;
 pub mod tasks;
-pub mod workload;
 
 pub use agent::{Agent, AgentError, ContainerStatus, NodeStatus, Tick};
 pub use config::{AgentConfig, AgentConfigError};

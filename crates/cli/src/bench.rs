@@ -3,9 +3,9 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use overbook_agent::bench::kill_latency::{self, KillLatencyReport, KillPlan, Killer, Progress};
-use overbook_agent::bench::overhead::{self, OverheadPlan, OverheadReport};
-use overbook_agent::bench::{Percentiles, WorkloadProgram};
+use overbook_lab::bench::kill_latency::{self, KillLatencyReport, KillPlan, Killer, Progress};
+use overbook_lab::bench::overhead::{self, OverheadPlan, OverheadReport};
+use overbook_lab::bench::{Percentiles, WorkloadProgram};
 use overbook_sim::scenario::{self, Scenario};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -533,7 +533,7 @@ fn overhead_table(r: &OverheadReport) -> String {
 }
 
 fn calibrate(args: CalibrateArgs) -> Result<()> {
-    use overbook_agent::bench::calibrate::{self, CalibratePlan};
+    use overbook_lab::bench::calibrate::{self, CalibratePlan};
     need_root("bench calibrate")?;
     let (limit, anon, file, warm, window) = if args.quick {
         (64 << 20, vec![0.9, 1.5], vec![0.9, 1.5], 0.5, 2.5)
@@ -558,10 +558,10 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
         anyhow::bail!("--warm must be ≥ 0 s and --window ≥ 2 s (workers report once a second)");
     }
     // Anonymous memory squeezed needs somewhere to go.
-    let _swap = if overbook_agent::demo::machine_has_swap() {
+    let _swap = if overbook_lab::demo::machine_has_swap() {
         None
     } else {
-        let swap = overbook_agent::demo::SwapFile::add(&args.scratch, 2 * limit).map_err(|e| {
+        let swap = overbook_lab::demo::SwapFile::add(&args.scratch, 2 * limit).map_err(|e| {
             anyhow::anyhow!("the anon curve needs swap and none could be added: {e}")
         })?;
         eprintln!("added {} MiB of swap for the measurement (removed after)", (2 * limit) >> 20);
@@ -592,7 +592,7 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
 }
 
 fn reclaim(args: ReclaimArgs) -> Result<()> {
-    use overbook_agent::bench::reclaim::{self, ReclaimPlan, Scenario};
+    use overbook_lab::bench::reclaim::{self, ReclaimPlan, Scenario};
     need_root("bench reclaim")?;
     if !(args.scale.is_finite() && (0.05..=4.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.05 to 4, not {}", args.scale);
@@ -627,7 +627,7 @@ fn reclaim(args: ReclaimArgs) -> Result<()> {
 }
 
 fn preemption(args: PreemptionArgs) -> Result<()> {
-    use overbook_agent::bench::preemption::{self, PreemptionPlan};
+    use overbook_lab::bench::preemption::{self, PreemptionPlan};
     need_root("bench preemption")?;
     if !(args.scale.is_finite() && (0.1..=2.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.1 to 2, not {}", args.scale);
@@ -675,7 +675,7 @@ fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Resu
 }
 
 fn checkpoint(args: CheckpointArgs) -> Result<()> {
-    use overbook_agent::bench::checkpoint::{self, CheckpointPlan};
+    use overbook_lab::bench::checkpoint::{self, CheckpointPlan};
     need_root("bench checkpoint")?;
     if !(args.scale.is_finite() && (0.01..=64.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.01 to 64, not {}", args.scale);
@@ -728,7 +728,7 @@ fn checkpoint(args: CheckpointArgs) -> Result<()> {
 }
 
 fn colocation(args: ColocationArgs) -> Result<()> {
-    use overbook_agent::bench::colocation::{self, ColocationPlan, ColocationReport, POLICIES};
+    use overbook_lab::bench::colocation::{self, ColocationPlan, ColocationReport, POLICIES};
     if let Some(plot) = &args.plot {
         if !plot.extension().is_some_and(|e| e == "svg" || e == "png") {
             anyhow::bail!("--plot {}: give a .svg or .png file", plot.display());
@@ -798,9 +798,9 @@ fn colocation(args: ColocationArgs) -> Result<()> {
 /// whole: a manager that lets production thrash reaches hundreds).
 fn colocation_plot(
     plot: &std::path::Path,
-    report: &overbook_agent::bench::colocation::ColocationReport,
+    report: &overbook_lab::bench::colocation::ColocationReport,
 ) -> Result<()> {
-    use overbook_agent::bench::colocation::PolicySummary;
+    use overbook_lab::bench::colocation::PolicySummary;
     let categories: Vec<String> = report.summary.iter().map(|s| s.policy.clone()).collect();
     let series = |name: &str, f: fn(&PolicySummary) -> f64| {
         let values = report.summary.iter().map(|s| Some(f(s)).filter(|x| x.is_finite()));
@@ -830,7 +830,7 @@ fn colocation_plot(
 }
 
 fn checkpoint_worker(args: CheckpointWorkerArgs) -> Result<()> {
-    use overbook_agent::bench::checkpoint::{worker, WorkerArgs};
+    use overbook_lab::bench::checkpoint::{worker, WorkerArgs};
     worker(&WorkerArgs { dir: args.dir, size: args.size, dirty: args.dirty })
         .context("checkpoint worker")
 }

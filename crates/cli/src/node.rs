@@ -331,7 +331,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         bail!("--phase-seconds must be at least 1");
     }
     const MIB: u64 = 1 << 20;
-    let plan = overbook_agent::demo::DemoPlan {
+    let plan = overbook_lab::demo::DemoPlan {
         workload: std::env::current_exe().context("finding the overbook binary")?,
         workload_prefix: vec!["workload".into()],
         node: 256 * MIB,
@@ -341,7 +341,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         scratch: args.scratch,
         swap: (!args.no_swap).then_some(512 * MIB),
     };
-    let s = overbook_agent::demo::run(&plan, |line| println!("{line}"))
+    let s = overbook_lab::demo::run(&plan, |line| println!("{line}"))
         .map_err(|e| anyhow::anyhow!("demo: {e}"))?;
     let pct = |x: f64| if s.alone > 0.0 { 100.0 * x / s.alone } else { 0.0 };
     println!();
@@ -375,7 +375,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
 }
 
 pub fn workload(args: WorkloadArgs) -> Result<()> {
-    use overbook_agent::workload::{run, Workload, USAGE};
+    use overbook_lab::workload::{run, Workload, USAGE};
     let w = Workload::parse(&args.args)
         .map_err(|e| anyhow::anyhow!("{e}\nusage: overbook workload {USAGE}"))?;
     run(&w, &mut std::io::stdout().lock())?;

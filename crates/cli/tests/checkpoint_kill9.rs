@@ -6,8 +6,8 @@
 //! Needs CRIU, so it runs in the VM (`scripts/vm`, `--include-ignored`);
 //! a plain `cargo test` on the host lists it as ignored.
 
-use overbook_agent::chain::Chain;
 use overbook_agent::store::{StoredState, TaskStore};
+use overbook_lab::chain::Chain;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -152,9 +152,9 @@ pub fn run(
     let wall = start.elapsed().as_secs_f64();
     let user = (u1 - u0) as f64 / hz;
     let system = (s1 - s0) as f64 / hz;
-    let seen = crate::api::get(&socket, "/v1/status")
+    let seen = overbook_agent::api::get(&socket, "/v1/status")
         .ok()
-        .and_then(|b| serde_json::from_str::<crate::NodeStatus>(&b).ok())
+        .and_then(|b| serde_json::from_str::<overbook_agent::NodeStatus>(&b).ok())
         .map_or(0, |s| s.containers.len());
     let samples = wall / plan.period.as_secs_f64();
     let report = OverheadReport {

@@ -248,7 +248,7 @@ impl Templates {
         // Copied from inside production's container: the page cache the
         // copy leaves is charged to it, as a database's own reads would be.
         let container = node.container("prod-pg")?;
-        let mut cp = crate::spawn::command_in(
+        let mut cp = overbook_agent::spawn::command_in(
             &*node.cg,
             &container,
             "cp",

@@ -9,10 +9,10 @@
 //!
 //! Production's own throughput (page reads per second) is the measure.
 
-use crate::agent::Agent;
 use crate::bench::{BenchNode, Worker, WorkloadProgram};
-use crate::config::AgentConfig;
-use crate::events::EventLog;
+use overbook_agent::agent::Agent;
+use overbook_agent::config::AgentConfig;
+use overbook_agent::events::EventLog;
 use overbook_core::Time;
 use overbook_linux::{host_cgroups, ContainerPath, HostSupport};
 use std::path::{Path, PathBuf};

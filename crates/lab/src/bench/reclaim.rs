@@ -21,9 +21,9 @@
 //! charged to whoever first wrote them, whatever later reads them.
 
 use super::{read_number, BenchNode, Worker, WorkloadProgram, MIB};
-use crate::agent::Agent;
-use crate::config::AgentConfig;
-use crate::events::EventLog;
+use overbook_agent::agent::Agent;
+use overbook_agent::config::AgentConfig;
+use overbook_agent::events::EventLog;
 use overbook_core::reclaim::water_fill;
 use overbook_core::Time;
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};

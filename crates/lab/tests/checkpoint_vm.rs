@@ -11,11 +11,11 @@
 mod common;
 
 use common::*;
-use overbook_agent::chain::Chain;
 use overbook_agent::store::{StoredState, TaskStore};
 use overbook_agent::tasks::{PreemptRequest, RunRequest};
 use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_core::{Class, Time};
+use overbook_lab::chain::Chain;
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

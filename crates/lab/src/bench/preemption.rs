@@ -19,11 +19,11 @@
 //! run's: a checkpoint that lost work would show.
 
 use super::{BenchNode, WorkloadProgram, MIB};
-use crate::agent::Agent;
 use crate::chain::Chain;
-use crate::config::AgentConfig;
-use crate::events::{Event, EventLog};
-use crate::tasks::RunRequest;
+use overbook_agent::agent::Agent;
+use overbook_agent::config::AgentConfig;
+use overbook_agent::events::{Event, EventLog};
+use overbook_agent::tasks::RunRequest;
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
 use serde::Serialize;

@@ -46,9 +46,9 @@ use super::{
     read_keyed, read_number, read_psi_some_total, set_oom_score_adj, BenchNode, Percentiles,
     Worker, WorkloadProgram, MIB,
 };
-use crate::agent::Agent;
-use crate::config::AgentConfig;
-use crate::events::EventLog;
+use overbook_agent::agent::Agent;
+use overbook_agent::config::AgentConfig;
+use overbook_agent::events::EventLog;
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
 use overbook_linux::{host, host_cgroups, ContainerPath, HostSupport};

@@ -16,7 +16,7 @@
 //! taking in new data: a steady page demand, seen as usage growth on a disk
 //! and on tmpfs alike).
 
-use crate::config::parse_size_text;
+use overbook_agent::config::parse_size_text;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;

@@ -227,7 +227,7 @@ impl Runner {
         let name = format!("{}-try{}", self.jobs[job].name, self.tries[job]);
         let container = node.container(&name)?;
         let argv = command(&self.jobs[job], &self.be_chain, &self.programs);
-        let child = crate::spawn::command_in(&*node.cg, &container, &argv[0], &argv[1..])
+        let child = overbook_agent::spawn::command_in(&*node.cg, &container, &argv[0], &argv[1..])
             .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::null())

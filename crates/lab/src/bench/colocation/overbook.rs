@@ -4,11 +4,11 @@
 use super::batch::{self, BeJob};
 use super::services::Programs;
 use super::SceneResult;
-use crate::agent::Agent;
 use crate::bench::{BenchNode, MIB};
-use crate::config::AgentConfig;
-use crate::events::{Event, EventLog};
-use crate::tasks::{RunError, RunRequest};
+use overbook_agent::agent::Agent;
+use overbook_agent::config::AgentConfig;
+use overbook_agent::events::{Event, EventLog};
+use overbook_agent::tasks::{RunError, RunRequest};
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
 use std::collections::VecDeque;

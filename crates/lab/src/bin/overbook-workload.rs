@@ -1,9 +1,9 @@
 //! `overbook-workload anon SIZE [SECONDS] ...` or `overbook-workload file
 //! PATH SIZE [SECONDS] ...`: the real workloads of
-//! [`overbook_agent::workload`], as a process of their own to put in a
+//! [`crate::workload`], as a process of their own to put in a
 //! container (tests and benchmarks).
 
-use overbook_agent::workload::{run, Workload, USAGE};
+use overbook_lab::workload::{run, Workload, USAGE};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

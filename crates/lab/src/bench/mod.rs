@@ -16,7 +16,7 @@ pub mod preemption;
 pub mod reclaim;
 mod timed;
 
-use crate::spawn::command_in;
+use overbook_agent::spawn::command_in;
 use overbook_linux::{
     host_cgroups, CgroupVersion, ContainerPath, HostSupport, Limit, NodeCgroups, Outcome,
 };
