@@ -7,7 +7,10 @@
 //!
 //! It prints `ready` once its memory is filled, `progress K` after each
 //! step and `answer 0x...` at the end, each line flushed, so a test reads
-//! how far it got from its log instead of sleeping.
+//! how far it got from its log instead of sleeping. With a gate file, it
+//! takes step K only once the file holds a number of at least K: a test
+//! decides exactly how many steps run between two moments (how many pages
+//! an incremental dump finds dirty), however fast the machine is.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -16,7 +19,7 @@ use std::time::Duration;
 const WORDS_PER_PAGE: usize = 4096 / 8;
 
 /// What to compute.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Chain {
     /// Bytes of memory (whole pages).
     pub size: u64,
@@ -25,6 +28,9 @@ pub struct Chain {
     pub dirty: f64,
     /// Pause after each step (pacing, so a test can catch it mid-way).
     pub pace: Duration,
+    /// A file holding how many steps may run so far (read again every
+    /// 10 ms while it holds too few; missing or unreadable counts as 0).
+    pub gate: Option<std::path::PathBuf>,
 }
 
 fn mix(mut z: u64) -> u64 {
@@ -55,6 +61,17 @@ impl Chain {
         self.compute(|_| Ok(()))
     }
 
+    /// Waits until the gate (if any) lets step `step` run.
+    fn wait_at_gate(&self, step: u32) {
+        let Some(gate) = &self.gate else { return };
+        let allowed = || {
+            std::fs::read_to_string(gate).ok().and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0)
+        };
+        while allowed() < step {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn compute(&self, mut say: impl FnMut(String) -> io::Result<()>) -> io::Result<u64> {
         let pages = self.pages()?;
         let mut memory: Vec<u64> = (0..pages * WORDS_PER_PAGE).map(|i| mix(i as u64 + 1)).collect();
@@ -62,6 +79,7 @@ impl Chain {
         let window = ((pages as f64 * self.dirty.clamp(0.0, 1.0)).ceil() as usize).clamp(1, pages);
         let mut h: u64 = 0x0123_4567_89ab_cdef;
         for step in 0..self.steps {
+            self.wait_at_gate(step + 1);
             for page in memory.chunks(WORDS_PER_PAGE) {
                 h = mix(h ^ page[0] ^ page[WORDS_PER_PAGE - 1]);
             }
@@ -88,7 +106,7 @@ mod tests {
 
     #[test]
     fn the_answer_depends_on_every_step_and_the_run_says_it() {
-        let c = Chain { size: 64 << 10, steps: 5, dirty: 0.25, pace: Duration::ZERO };
+        let c = Chain { size: 64 << 10, steps: 5, dirty: 0.25, pace: Duration::ZERO, gate: None };
         let mut out = Vec::new();
         let a = c.run(&mut out).expect("runs");
         assert_eq!(a, c.answer().expect("computes"));
@@ -100,8 +118,8 @@ mod tests {
             ["progress 1", "progress 2", "progress 3", "progress 4", "progress 5"]
         );
         assert_eq!(lines.last().copied(), Some(format!("answer {a:#018x}").as_str()));
-        assert_ne!(a, Chain { steps: 4, ..c }.answer().expect("computes"));
-        assert_ne!(a, Chain { dirty: 0.5, ..c }.answer().expect("computes"));
-        assert!(Chain { size: 100, ..c }.answer().is_err());
+        assert_ne!(a, Chain { steps: 4, ..c.clone() }.answer().expect("computes"));
+        assert_ne!(a, Chain { dirty: 0.5, ..c.clone() }.answer().expect("computes"));
+        assert!(Chain { size: 100, ..c.clone() }.answer().is_err());
     }
 }

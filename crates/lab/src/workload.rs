@@ -28,7 +28,7 @@ const PAGE: usize = 4096;
 /// How the workload program is called.
 pub const USAGE: &str = "anon SIZE [SECONDS] [--ramp RATE] [--idle] | \
 file PATH SIZE [SECONDS] [--idle] [--fresh RATE] | \
-chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION]  (RATE: bytes per second, e.g. 32M)";
+chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION] [--gate FILE]  (RATE: bytes per second, e.g. 32M)";
 
 /// Where the working set lives.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,19 +106,20 @@ impl Workload {
     }
 }
 
-/// `chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION]`.
+/// `chain SIZE STEPS [--pace SECONDS] [--dirty FRACTION] [--gate FILE]`.
 fn parse_chain(positional: &[&String], flags: &[&String]) -> Result<Workload, String> {
     let [size, steps] = positional else {
         return Err(format!("expected `chain SIZE STEPS`, got {positional:?}"));
     };
     let size = parse_size_text(size)?;
     let steps = steps.parse().map_err(|_| format!("{steps:?} is not a number of steps"))?;
-    let mut chain = crate::chain::Chain { size, steps, dirty: 1.0, pace: Duration::ZERO };
+    let mut chain = crate::chain::Chain { size, steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
     let mut it = flags.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--pace" => chain.pace = seconds_of(value)?,
+            "--gate" => chain.gate = Some(std::path::PathBuf::from(value.as_str())),
             "--dirty" => {
                 chain.dirty = value
                     .parse::<f64>()

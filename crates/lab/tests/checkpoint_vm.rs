@@ -24,7 +24,7 @@ const STEPS: u32 = 40;
 const PACE: &str = "0.1";
 
 fn chain(dirty: f64) -> Chain {
-    Chain { size: 32 * MIB, steps: STEPS, dirty, pace: Duration::ZERO }
+    Chain { size: 32 * MIB, steps: STEPS, dirty, pace: Duration::ZERO, gate: None }
 }
 
 /// A node with the checkpoint preemptor, its images and state in the
@@ -201,21 +201,33 @@ fn a_pre_dumped_task_is_checkpointed_incrementally_and_restored() {
     let Some((node, config)) = setup("ckpt-incr", "2") else { return };
     let start = Instant::now();
     let log = log_of(&node, "be-incr");
+    // Exactly one step (a tenth of the pages rewritten) between the
+    // pre-dump and the dump, however fast the machine: the task's gate
+    // lets two steps run, then the third once the pre-dump is taken.
+    let gate = node.dir.path().join("gate");
+    let open_gate = |steps: u32| std::fs::write(&gate, steps.to_string()).expect("gate");
+    open_gate(2);
+    let mut run = paced("be-incr", 0.1, "0");
+    run.command.extend(["--gate".to_string(), gate.display().to_string()]);
     let mut a = agent(&config);
     a.tick(now(start)).expect("tick");
-    // Slow steps: the dump comes a step or two after the pre-dump.
-    a.submit(now(start), paced("be-incr", 0.1, "0.5")).expect("starts");
-    run_for(&mut a, start, Duration::from_secs(60), |a| !kinds(a, "pre-dumped").is_empty());
+    a.submit(now(start), run).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(60), |a| {
+        !kinds(a, "pre-dumped").is_empty() && progress(&log).len() == 2
+    });
     let pre = kinds(&a, "pre-dumped");
     assert!(!pre.is_empty(), "{:?}", a.events().recent().collect::<Vec<_>>());
-    let pre_pages = pre[0]["detail"]["pages"].as_u64().expect("pages");
-    // A step or two after the pre-dump: about a tenth of the pages dirtied.
-    let seen = progress(&log).len();
-    run_for(&mut a, start, Duration::from_secs(30), |_| progress(&log).len() > seen);
+    // All the pre-dumps' pages: the first may have caught the memory still
+    // being filled, the later ones what changed since.
+    let pre_pages: u64 = pre.iter().filter_map(|p| p["detail"]["pages"].as_u64()).sum();
+    open_gate(3);
+    run_for(&mut a, start, Duration::from_secs(30), |_| progress(&log).len() == 3);
+    assert_eq!(progress(&log), vec![1, 2, 3]);
     let report = preempt(&mut a, start, "be-incr");
     assert_eq!(report["incremental"], true, "{report}");
     let pages = report["pages"].as_u64().expect("pages");
     assert!(pages * 3 < pre_pages, "incremental {pages} vs pre-dump {pre_pages}: {report}");
+    open_gate(STEPS);
     run_for(&mut a, start, Duration::from_secs(120), |a| finished(a, "be-incr"));
     assert!(finished(&a, "be-incr"), "{:?}", a.events().recent().collect::<Vec<_>>());
     assert_eq!(progress(&log), (1..=STEPS).collect::<Vec<_>>(), "every step once");
