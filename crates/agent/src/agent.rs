@@ -10,7 +10,7 @@ mod durable;
 
 use crate::checkpoint::ImageStore;
 use crate::config::AgentConfig;
-use crate::events::{Event, EventLog};
+use crate::events::{Event, EventKind, EventLog};
 use crate::node::{NodeSample, NodeView};
 use crate::spawn::command_in;
 use crate::store::{StoreError, StoredState, TaskStore};
@@ -198,7 +198,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             profiles = start.profiles;
             durable.store = start.store;
             for notice in start.notices {
-                let (kind, detail) = (notice.kind().to_string(), notice.detail());
+                let (kind, detail) = (notice.kind(), notice.detail());
                 let _ = log.record(Event { seq: 0, at: 0.0, kind, container: None, detail });
             }
         }
@@ -268,7 +268,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 "checkpoints become freeze-and-swap-out where the node has swap, else kill"
             ),
         });
-        let kind = if store.usable() { "checkpoints" } else { "checkpoints-unavailable" };
+        let kind =
+            if store.usable() { EventKind::Checkpoints } else { EventKind::CheckpointsUnavailable };
         self.record(now, kind, None, detail);
     }
 
@@ -401,21 +402,21 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     /// Records an event that is not a decision (start-up facts, warnings).
-    pub fn note(&mut self, now: Time, kind: &str, detail: serde_json::Value) {
+    pub fn note(&mut self, now: Time, kind: EventKind, detail: serde_json::Value) {
         self.record(now, kind, None, detail);
     }
 
     fn record(
         &mut self,
         now: Time,
-        kind: &str,
+        kind: EventKind,
         container: Option<&ContainerPath>,
         detail: serde_json::Value,
     ) {
         let event = Event {
             seq: 0,
             at: now.as_secs_f64(),
-            kind: kind.to_string(),
+            kind,
             container: container.map(|c| c.to_string()),
             detail,
         };
@@ -425,7 +426,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let _ = self.log.record(Event {
                 seq: 0,
                 at: now.as_secs_f64(),
-                kind: "log-failed".into(),
+                kind: EventKind::LogFailed,
                 container: None,
                 detail: json!({ "problem": problem }),
             });
@@ -437,14 +438,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             std::mem::take(&mut self.sample.skipped).into_iter().collect();
         for name in skipped.difference(&self.told_skipped).cloned().collect::<Vec<_>>() {
             let why = "its name is no container name (a control character, or not UTF-8)";
-            self.record(now, "container-skipped", None, json!({ "name": name, "why": why }));
+            self.record(
+                now,
+                EventKind::ContainerSkipped,
+                None,
+                json!({ "name": name, "why": why }),
+            );
         }
         self.told_skipped = skipped;
         let mut unreadable = BTreeMap::new();
         for (path, error) in std::mem::take(&mut self.sample.unreadable) {
             if self.told_unreadable.get(path.as_str()) != Some(&error) {
                 let detail = json!({ "error": error, "then": "left out of this sample" });
-                self.record(now, "container-unreadable", Some(&path), detail);
+                self.record(now, EventKind::ContainerUnreadable, Some(&path), detail);
             }
             unreadable.insert(path.as_str().to_string(), error);
         }
@@ -456,14 +462,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.policy.departed(id);
             }
             self.suspended.remove(&id);
-            self.record(now, "gone", Some(&path), json!({ "id": id.0 }));
+            self.record(now, EventKind::Gone, Some(&path), json!({ "id": id.0 }));
         }
         for (id, kills) in std::mem::take(&mut self.sample.kernel_kills) {
             let Some(k) = self.view.by_id(id) else { continue };
             let (path, class) = (k.path.clone(), k.class);
             self.record(
                 now,
-                "kernel-oom-kill",
+                EventKind::KernelOomKill,
                 Some(&path),
                 json!({ "kills": kills, "class": class.as_str() }),
             );
@@ -476,7 +482,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Ok(_) => json!({ "usage_before": before }),
                 Err(e) => json!({ "usage_before": before, "error": e.to_string() }),
             };
-            self.record(now, "released", Some(&path), detail);
+            self.record(now, EventKind::Released, Some(&path), detail);
         }
         for id in std::mem::take(&mut self.sample.appeared) {
             let Some(k) = self.view.by_id(id) else { continue };
@@ -484,7 +490,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 (k.path.clone(), k.class, k.frozen, k.counters.usage);
             self.record(
                 now,
-                "found",
+                EventKind::Found,
                 Some(&path),
                 json!({ "id": id.0, "class": class.as_str(), "frozen": frozen, "usage": usage }),
             );
@@ -515,7 +521,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     self.view.unreserve(&m.path);
                     self.record(
                         now,
-                        "rejected",
+                        EventKind::Rejected,
                         Some(&m.path),
                         json!({ "reason": format!("{reason:?}") }),
                     );
@@ -541,7 +547,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let evidence = self.evidence_json(evidence);
             self.record(
                 now,
-                "preempt-refused",
+                EventKind::PreemptRefused,
                 Some(&path),
                 json!({ "class": class.as_str(), "how": how.as_str(), "evidence": evidence }),
             );
@@ -631,12 +637,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 if let Some(lost) = lost_s {
                     detail["lost_s"] = json!(lost);
                 }
-                self.record(now, "preempted", Some(&path), detail);
+                self.record(now, EventKind::Preempted, Some(&path), detail);
             }
             Ok(Outcome::Vanished) => {
                 self.record(
                     now,
-                    "preempt-vanished",
+                    EventKind::PreemptVanished,
                     Some(&path),
                     json!({ "how": done.as_str(), "evidence": evidence }),
                 );
@@ -644,7 +650,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             Err(e) => {
                 self.record(
                     now,
-                    "preempt-failed",
+                    EventKind::PreemptFailed,
                     Some(&path),
                     json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
                 );
@@ -793,7 +799,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         let Some(path) = self.suspended.remove(&id) else {
             let what = format!("resume {id} ({site:?}) of a task this agent did not suspend");
-            self.record(now, "not-supported", None, json!({ "action": what }));
+            self.record(now, EventKind::NotSupported, None, json!({ "action": what }));
             return;
         };
         match self.view.cgroups().thaw(&path, SETTLE) {
@@ -801,10 +807,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.resumes += 1;
                 self.view.set_frozen(id, false);
                 tick.resumed.push(path.clone());
-                self.record(now, "resumed", Some(&path), json!({ "site": "local", "how": "thaw" }));
+                self.record(
+                    now,
+                    EventKind::Resumed,
+                    Some(&path),
+                    json!({ "site": "local", "how": "thaw" }),
+                );
             }
             Ok(Outcome::Vanished) => {
-                self.record(now, "resume-vanished", Some(&path), json!({}));
+                self.record(now, EventKind::ResumeVanished, Some(&path), json!({}));
             }
             Err(e) => {
                 // Keep it queued: a thaw that failed is retried, never forgotten.
@@ -815,7 +826,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
                 self.policy.suspended(now, task, usage);
                 self.suspended.insert(id, path.clone());
-                self.record(now, "resume-failed", Some(&path), json!({ "error": e.to_string() }));
+                self.record(
+                    now,
+                    EventKind::ResumeFailed,
+                    Some(&path),
+                    json!({ "error": e.to_string() }),
+                );
             }
         }
     }
@@ -826,7 +842,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let Some(k) = self.view.by_id(id) else { return };
         let (path, class, usage) = (k.path.clone(), k.class, k.counters.usage);
         if class == overbook_core::Class::Critical {
-            self.record(now, "reclaim-refused", Some(&path), json!({ "class": class.as_str() }));
+            self.record(
+                now,
+                EventKind::ReclaimRefused,
+                Some(&path),
+                json!({ "class": class.as_str() }),
+            );
             return;
         }
         let started = Instant::now();
@@ -837,7 +858,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             Ok(Outcome::Vanished) => return,
             Err(e) => json!({ "asked": bytes, "error": e.to_string() }),
         };
-        self.record(now, "reclaimed", Some(&path), detail);
+        self.record(now, EventKind::Reclaimed, Some(&path), detail);
     }
 
     /// Critical containers: swap bypass at once, and (v2) `memory.min`
@@ -871,14 +892,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             match self.view.cgroups().protect(&path, &protection) {
                 Ok(_) if first => self.record(
                     now,
-                    "protected",
+                    EventKind::Protected,
                     Some(&path),
                     json!({ "swap": "never", "min": v2.then_some(usage) }),
                 ),
                 Ok(_) => {}
                 Err(e) => self.record(
                     now,
-                    "protect-failed",
+                    EventKind::ProtectFailed,
                     Some(&path),
                     json!({ "error": e.to_string() }),
                 ),
@@ -952,7 +973,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Ok(reply("started"))
             }
             Admission::Queued => {
-                self.record(now, "queued", Some(&path), json!({ "job": job.0 }));
+                self.record(now, EventKind::Queued, Some(&path), json!({ "job": job.0 }));
                 self.persist(now, id, StoredState::Queued, "queued");
                 Ok(reply("queued"))
             }
@@ -1026,7 +1047,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let (restarts, name) = (m.restarts, m.request.name.clone());
                 self.discard_images(now, &name);
                 self.view.carry(id, Duration::ZERO, None);
-                self.record(now, "started", Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
+                self.record(now, EventKind::Started, Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
                 self.persist(now, id, StoredState::Running, &format!("started, pid {pid}"));
                 Ok(())
             }
@@ -1040,7 +1061,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.policy.departed(id);
             self.view.unreserve(&m.path);
             let _ = self.view.cgroups().remove(&m.path);
-            self.record(now, "start-failed", Some(&m.path), json!({ "error": e.to_string() }));
+            self.record(
+                now,
+                EventKind::StartFailed,
+                Some(&m.path),
+                json!({ "error": e.to_string() }),
+            );
             self.unpersist(now, &m.request.name, "start-failed", &e.to_string());
             self.discard_images(now, &m.request.name);
         }
@@ -1105,7 +1131,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         m.not_before = Some(now + after);
                         self.record(
                             now,
-                            "requeued",
+                            EventKind::Requeued,
                             Some(&path),
                             json!({ "status": status, "restarts": restarts, "after_s": after.as_secs_f64() }),
                         );
@@ -1124,7 +1150,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         }
                         self.record(
                             now,
-                            "gave-up",
+                            EventKind::GaveUp,
                             Some(&path),
                             json!({ "status": status, "restarts": restarts, "max_restarts": max }),
                         );
@@ -1133,7 +1159,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             } else {
                 if too_late {
                     let detail = json!({ "status": status });
-                    self.record(now, "kill-too-late", Some(&path), detail);
+                    self.record(now, EventKind::KillTooLate, Some(&path), detail);
                 }
                 let Some(m) = self.tasks.by_id.get_mut(&id) else { continue };
                 let (job, peak, name) = (m.job, m.peak, m.request.name.clone());
@@ -1154,7 +1180,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 }
                 self.record(
                     now,
-                    "finished",
+                    EventKind::Finished,
                     Some(&path),
                     json!({ "status": status, "runtime_s": runtime.as_secs_f64(), "peak": peak }),
                 );
@@ -1195,7 +1221,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         self.view.unreserve(&m.path);
                         let why = format!("{reason:?}");
                         self.unpersist(now, &m.request.name, "rejected", &why);
-                        self.record(now, "rejected", Some(&m.path), json!({ "reason": why }));
+                        self.record(
+                            now,
+                            EventKind::Rejected,
+                            Some(&m.path),
+                            json!({ "reason": why }),
+                        );
                     }
                 }
             }

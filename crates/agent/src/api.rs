@@ -378,7 +378,7 @@ mod tests {
         let event = Event {
             seq: 1,
             at: 0.0,
-            kind: "gone".into(),
+            kind: crate::events::EventKind::Gone,
             container: None,
             detail: serde_json::json!({}),
         };
@@ -414,7 +414,7 @@ mod tests {
         let event = Event {
             seq: 1,
             at: 0.0,
-            kind: "gone".into(),
+            kind: crate::events::EventKind::Gone,
             container: None,
             detail: serde_json::json!({}),
         };

@@ -5,6 +5,7 @@
 use crate::agent::{Agent, AgentError};
 use crate::api::{self, ApiError, Order, Shared};
 use crate::config::AgentConfig;
+use crate::events::EventKind;
 use crate::events::{Event, EventLog};
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
@@ -78,8 +79,8 @@ pub fn run(
     // What the state database could not give (moved aside, unwritable,
     // rows set aside) is on the terminal as well as in the log: each is
     // tasks not taken back, or no durability.
-    for e in agent.events().recent().filter(|e| e.kind.starts_with("state-")) {
-        let message = e.detail["message"].as_str().unwrap_or(&e.kind);
+    for e in agent.events().recent().filter(|e| e.kind.as_str().starts_with("state-")) {
+        let message = e.detail["message"].as_str().unwrap_or(e.kind.as_str());
         say(&format!("overbook agent: warning: {message}"));
     }
     let shared = Arc::new(Shared::default());
@@ -117,7 +118,7 @@ pub fn run(
     let mut fired = Vec::new();
     let mut said_refused = shared.refusals();
     let mut said_refused_at: Option<Instant> = None;
-    agent.note(Time::ZERO, "started", started);
+    agent.note(Time::ZERO, EventKind::Started, started);
     agent.note_checkpoint_support(Time::ZERO);
     while !stop.load(Ordering::Relaxed) {
         let t = now();
@@ -161,7 +162,7 @@ pub fn run(
             let grew = refused.iter().zip(&said_refused).filter(|(n, was)| n.1 > was.1);
             let detail: serde_json::Map<String, serde_json::Value> =
                 grew.map(|(n, was)| (n.0.to_string(), json!(n.1 - was.1))).collect();
-            agent.note(now(), "api-refused", serde_json::Value::Object(detail));
+            agent.note(now(), EventKind::ApiRefused, serde_json::Value::Object(detail));
             said_refused = refused;
             said_refused_at = Some(Instant::now());
         }

@@ -11,7 +11,7 @@
 //! is that far behind) lines are dropped, counted, and the count is
 //! recorded as an event of its own once there is room again.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -26,6 +26,134 @@ const QUEUE: usize = 4096;
 /// How long a stopping agent waits for its queued lines to be written.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
+/// Declares [`EventKind`]: each variant with its name in the log.
+macro_rules! event_kinds {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $name:literal, )*) => {
+        /// What happened: every kind of event the agent records. In JSON
+        /// (the log file, the API) it is the kebab-case name, as
+        /// `docs/agent.md` lists them.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum EventKind {
+            $( $(#[doc = $doc])* #[serde(rename = $name)] $variant, )*
+        }
+
+        impl EventKind {
+            /// Every kind, in the order declared.
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
+
+            /// Its name in the log.
+            pub fn as_str(self) -> &'static str {
+                match self { $(EventKind::$variant => $name,)* }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// The agent started (root, cgroup version, sampling period, self-protection, PSI trigger, socket); or a task's command started (pid, restarts, log).
+    Started = "started",
+    /// A container appeared (class, frozen, usage).
+    Found = "found",
+    /// A container left.
+    Gone = "gone",
+    /// An empty container's page cache was dropped (usage before).
+    Released = "released",
+    /// The kernel's OOM killer killed in a container: it got there before the agent.
+    KernelOomKill = "kernel-oom-kill",
+    /// At start, with a checkpointing preemptor: CRIU's path and version, what dumps work, the images directory, the store's bandwidths, the fallback.
+    Checkpoints = "checkpoints",
+    /// At start: checkpoints cannot be used here, and why.
+    CheckpointsUnavailable = "checkpoints-unavailable",
+    /// A container was preempted: how, its usage, the evidence, timings, the kill or checkpoint report.
+    Preempted = "preempted",
+    /// A running task's pre-dump (images, pages, bytes, took_s).
+    PreDumped = "pre-dumped",
+    /// A pre-dump failed, with CRIU's reason.
+    PreDumpFailed = "pre-dump-failed",
+    /// A preempted container resumed: thawed, or restored (restore_s, bytes, progress_s).
+    Resumed = "resumed",
+    /// A restore failed, with CRIU's reason; the task restarts from scratch.
+    RestoreFailed = "restore-failed",
+    /// A checkpointed task another node adopted from the shared store.
+    MovedAway = "moved-away",
+    /// A new agent found a dump the earlier one was making, and what it is now.
+    DumpInterrupted = "dump-interrupted",
+    /// A checkpointed task's image is gone or incomplete: restarted from scratch.
+    ImageLost = "image-lost",
+    /// An image directory no stored task names was removed.
+    StrayImageRemoved = "stray-image-removed",
+    /// An image directory could not be removed, and why.
+    ImageNotRemoved = "image-not-removed",
+    /// A preemption failed, and why.
+    PreemptFailed = "preempt-failed",
+    /// A preemption's victim was gone first.
+    PreemptVanished = "preempt-vanished",
+    /// A preemption was not carried out (a protected container, nothing to do), and why.
+    PreemptRefused = "preempt-refused",
+    /// A resume failed (the container stays queued).
+    ResumeFailed = "resume-failed",
+    /// A resume's container was gone first.
+    ResumeVanished = "resume-vanished",
+    /// An `overbook run` task was admitted and waits.
+    Queued = "queued",
+    /// A task's command exited (status, runtime, peak).
+    Finished = "finished",
+    /// A task a preemption killed waits to start again (restarts, after_s).
+    Requeued = "requeued",
+    /// A task killed more than `max_restarts` times is given up.
+    GaveUp = "gave-up",
+    /// The launcher refused a task.
+    Rejected = "rejected",
+    /// A task could not start, and why (said once).
+    StartFailed = "start-failed",
+    /// A task a kill was decided for exited by itself first: finished, not run again.
+    KillTooLate = "kill-too-late",
+    /// A new agent found an earlier one's task running (with its stored class).
+    AdoptedTask = "adopted-task",
+    /// A new agent found a start the earlier one died in: running, or queued again.
+    StartInterrupted = "start-interrupted",
+    /// A new agent carried out a kill the earlier one died in.
+    KillCompleted = "kill-completed",
+    /// A task ended while no agent ran: not run again.
+    EndedUnobserved = "ended-unobserved",
+    /// A stored task was taken back at start (state, restarts).
+    Restored = "restored",
+    /// An action this agent cannot carry out.
+    NotSupported = "not-supported",
+    /// A write to the state database failed; the agent goes on.
+    StateError = "state-error",
+    /// At start: a stored row not taken back, kept in the `set_aside` table (table, task, reason).
+    StateRowSetAside = "state-row-set-aside",
+    /// At start: the state database was not usable (why), moved aside, a fresh one made.
+    StateMovedAside = "state-moved-aside",
+    /// At start: the state database cannot be used (error); tasks kept in memory only.
+    StateUnavailable = "state-unavailable",
+    /// A directory under the node's root whose name is no container name: not watched.
+    ContainerSkipped = "container-skipped",
+    /// A container whose files could not be read: left out of that sample.
+    ContainerUnreadable = "container-unreadable",
+    /// What the API turned away since it last said (busy, out_of_descriptors, too_slow, too_large, malformed).
+    ApiRefused = "api-refused",
+    /// Lines the event log's writer could not take (a slow or stuck disk).
+    LogLinesDropped = "log-lines-dropped",
+    /// A write to the event log file failed.
+    LogFailed = "log-failed",
+    /// Memory reclaimed from a container, and what the kernel actually took.
+    Reclaimed = "reclaimed",
+    /// A reclaim was not carried out, and why.
+    ReclaimRefused = "reclaim-refused",
+    /// A critical container's swap bypass or memory protection was set.
+    Protected = "protected",
+    /// A critical container's protection could not be set, and why.
+    ProtectFailed = "protect-failed",
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One decision or observation worth recording.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
@@ -33,8 +161,8 @@ pub struct Event {
     pub seq: u64,
     /// Seconds since the agent started.
     pub at: f64,
-    /// What happened: `started`, `adopted`, `gone`, `preempted`, `preempt-failed`, `resumed`.
-    pub kind: String,
+    /// What happened.
+    pub kind: EventKind,
     /// The container's path under the hierarchy, if the event is about one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
@@ -139,7 +267,7 @@ impl EventLog {
             let note = Event {
                 seq: 0,
                 at: event.at,
-                kind: "log-lines-dropped".into(),
+                kind: EventKind::LogLinesDropped,
                 container: None,
                 detail: serde_json::json!({ "lines": dropped, "why": why }),
             };
@@ -192,9 +320,29 @@ mod tests {
         Event {
             seq: 0,
             at: f64::from(i),
-            kind: "gone".into(),
+            kind: EventKind::Gone,
             container: None,
             detail: serde_json::json!({}),
+        }
+    }
+
+    /// Every kind is in the events table of `docs/agent.md`, and its JSON
+    /// form is its name there.
+    #[test]
+    fn every_kind_is_documented_and_serialized_by_its_name() {
+        let docs = include_str!("../../../docs/agent.md");
+        let table = docs.split("\n## Events\n").nth(1).and_then(|t| t.split("\n## ").next());
+        let table = table.expect("docs/agent.md has an Events section");
+        let missing: Vec<&str> = EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|name| !table.contains(&format!("`{name}`")))
+            .collect();
+        assert!(missing.is_empty(), "not in docs/agent.md's Events table: {missing:?}");
+        for kind in EventKind::ALL {
+            let json = serde_json::to_string(kind).expect("serializes");
+            assert_eq!(json, format!("\"{kind}\""));
+            assert_eq!(serde_json::from_str::<EventKind>(&json).expect("reads back"), *kind);
         }
     }
 
@@ -243,8 +391,8 @@ mod tests {
         let dropped = log.file.as_ref().map_or(0, |f| f.dropped);
         assert!(dropped >= 100, "a full queue drops lines: {dropped}");
         log.record(event(0)).expect("recorded");
-        let last = log.recent().last().map(|e| e.kind.clone());
-        assert_eq!(last.as_deref(), Some("gone"), "not told while the writer is stuck");
+        let last = log.recent().last().map(|e| e.kind);
+        assert_eq!(last, Some(EventKind::Gone), "not told while the writer is stuck");
 
         // The pipe is read: the writer catches up, and the next event comes
         // after the count of what was lost.
@@ -261,9 +409,9 @@ mod tests {
         }
         log.record(event(1)).expect("recorded");
         let tail: Vec<&Event> = log.recent().skip(8).collect();
-        assert_eq!(tail[0].kind, "log-lines-dropped");
+        assert_eq!(tail[0].kind, EventKind::LogLinesDropped);
         assert_eq!(tail[0].detail["lines"].as_u64(), Some(dropped + 1));
-        assert_eq!(tail[1].kind, "gone");
+        assert_eq!(tail[1].kind, EventKind::Gone);
         drop(log);
         let text = drain.join().expect("drained");
         assert!(text.lines().any(|l| l.contains("log-lines-dropped")), "written to the file too");

@@ -33,4 +33,4 @@ pub mod tasks;
 
 pub use agent::{Agent, AgentError, ContainerStatus, NodeStatus, Tick};
 pub use config::{AgentConfig, AgentConfigError};
-pub use events::{Event, EventLog};
+pub use events::{Event, EventKind, EventLog};

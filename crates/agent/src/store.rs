@@ -177,11 +177,12 @@ pub enum StoreNotice {
 }
 
 impl StoreNotice {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> crate::events::EventKind {
+        use crate::events::EventKind;
         match self {
-            StoreNotice::MovedAside { .. } => "state-moved-aside",
-            StoreNotice::Unavailable(_) => "state-unavailable",
-            StoreNotice::SetAside { .. } => "state-row-set-aside",
+            StoreNotice::MovedAside { .. } => EventKind::StateMovedAside,
+            StoreNotice::Unavailable(_) => EventKind::StateUnavailable,
+            StoreNotice::SetAside { .. } => EventKind::StateRowSetAside,
         }
     }
 
@@ -1109,7 +1110,7 @@ mod tests {
         assert_eq!(names, vec!["good-1", "good-2"]);
         assert_eq!(start.notices.len(), bad.len(), "{:?}", start.notices);
         for (notice, (name, _, why)) in start.notices.iter().zip(&bad) {
-            assert_eq!(notice.kind(), "state-row-set-aside");
+            assert_eq!(notice.kind().as_str(), "state-row-set-aside");
             let StoreNotice::SetAside { row, .. } = notice else { panic!("{notice:?}") };
             assert_eq!(row.table, "tasks");
             assert!(row.reason.contains(why), "{name}: {} lacks {why}", row.reason);
@@ -1171,7 +1172,7 @@ mod tests {
         let line = notice.to_string();
         assert!(line.contains(&path.display().to_string()), "{line}");
         assert!(line.contains(&aside.display().to_string()), "{line}");
-        assert_eq!(notice.kind(), "state-moved-aside");
+        assert_eq!(notice.kind().as_str(), "state-moved-aside");
         // And a fresh database in its place, one that works.
         let mut fresh = TaskStore::open(path).expect("fresh");
         assert!(fresh.tasks().expect("read").good.is_empty());
@@ -1291,7 +1292,7 @@ mod tests {
             let start = TaskStore::open_for_agent(db);
             assert!(start.store.is_none() && start.tasks.is_empty());
             let [notice] = &start.notices[..] else { panic!("{:?}", start.notices) };
-            assert_eq!(notice.kind(), "state-unavailable");
+            assert_eq!(notice.kind().as_str(), "state-unavailable");
             let line = notice.to_string();
             assert!(line.contains(&db.display().to_string()), "{line}");
             assert!(line.contains("WITHOUT durability"), "{line}");
@@ -1331,7 +1332,7 @@ mod tests {
         assert!(undone, "chattr -i (the temp dir cannot be removed otherwise)");
         assert!(start.store.is_none(), "{:?}", start.notices);
         let [notice] = &start.notices[..] else { panic!("{:?}", start.notices) };
-        assert_eq!(notice.kind(), "state-unavailable", "{notice}");
+        assert_eq!(notice.kind().as_str(), "state-unavailable", "{notice}");
         assert!(path.exists(), "left in place");
     }
 }

@@ -13,6 +13,7 @@ use crate::bench::{BenchNode, Worker, WorkloadProgram};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
+use overbook_agent::EventKind;
 use overbook_core::Time;
 use overbook_linux::{host_cgroups, ContainerPath, HostSupport};
 use std::path::{Path, PathBuf};
@@ -223,7 +224,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
             preempted.push(path.to_string());
         }
         for e in agent.events().after(seen) {
-            if e.kind == "preempted" {
+            if e.kind == EventKind::Preempted {
                 let ev = &e.detail["evidence"];
                 say(&format!(
                     "  agent: evidence: {} lasted {:.1} s: {}",

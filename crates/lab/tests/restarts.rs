@@ -37,7 +37,7 @@ fn events_of<C>(agent: &Agent<C>, kind: &str, name: &str) -> Vec<(f64, serde_jso
     agent
         .events()
         .recent()
-        .filter(|e| e.kind == kind)
+        .filter(|e| e.kind.as_str() == kind)
         .filter(|e| e.container.as_deref().is_some_and(|c| c.rsplit('/').next() == Some(name)))
         .map(|e| (e.at, e.detail.clone()))
         .collect()
@@ -216,7 +216,8 @@ fn a_run_that_cannot_start_is_refused_at_once_or_said_once() {
         !events_of(a, "start-failed", "be-nowhere").is_empty()
     });
     run_for(&mut agent, start, Duration::from_millis(500), |_| false);
-    let failed: Vec<_> = agent.events().recent().filter(|e| e.kind == "start-failed").collect();
+    let failed: Vec<_> =
+        agent.events().recent().filter(|e| e.kind.as_str() == "start-failed").collect();
     assert_eq!(failed.len(), 1, "said once: {failed:?}");
     assert!(agent.status().queued.is_empty(), "given up, not waiting");
     drop(agent);

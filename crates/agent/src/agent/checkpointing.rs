@@ -18,6 +18,7 @@
 
 use super::{Agent, Tick};
 use crate::checkpoint::{Claim, ImageKind, Manifest};
+use crate::events::EventKind;
 use crate::store::StoredState;
 use crate::tasks::{check_name, Managed, RunError, RunRequest, TaskImage};
 use overbook_core::launch::TaskRequest;
@@ -205,7 +206,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.policy.departed(id);
             self.view.unreserve(&path);
             self.view.uncarry(id);
-            self.record(now, "moved-away", Some(&path), json!({ "to": by }));
+            self.record(now, EventKind::MovedAway, Some(&path), json!({ "to": by }));
             self.unpersist(now, &name, "moved", &format!("restored by {by}"));
             return;
         }
@@ -233,7 +234,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.persist(now, id, StoredState::Running, &format!("restored, pid {}", r.pid));
                 self.record(
                     now,
-                    "resumed",
+                    EventKind::Resumed,
                     Some(&path),
                     json!({
                         "site": site_name(site),
@@ -258,14 +259,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let restarts = m.restarts;
                 self.record(
                     now,
-                    "restore-failed",
+                    EventKind::RestoreFailed,
                     Some(&path),
                     json!({ "error": why, "then": "restarted from scratch", "restarts": restarts }),
                 );
                 if let Err(e) = self.start(now, id) {
                     self.record(
                         now,
-                        "start-failed",
+                        EventKind::StartFailed,
                         Some(&path),
                         json!({ "error": e.to_string() }),
                     );
@@ -310,7 +311,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         );
         self.record(
             now,
-            "restored",
+            EventKind::Restored,
             Some(&path),
             json!({ "state": "checkpointed", "image": dir.display().to_string(), "restarts": restarts }),
         );
@@ -401,7 +402,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.view.carry(id, progress, Some(info));
                 self.record(
                     now,
-                    "pre-dumped",
+                    EventKind::PreDumped,
                     Some(&path),
                     json!({
                         "images": report.images_dir.display().to_string(),
@@ -419,7 +420,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     m.image = None;
                 }
                 self.pre_dump_backoff.insert(id, now + every);
-                self.record(now, "pre-dump-failed", Some(&path), json!({ "error": e.to_string() }));
+                self.record(
+                    now,
+                    EventKind::PreDumpFailed,
+                    Some(&path),
+                    json!({ "error": e.to_string() }),
+                );
             }
         }
     }
@@ -431,7 +437,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let dir = store.task_dir(name).display().to_string();
             self.record(
                 now,
-                "image-not-removed",
+                EventKind::ImageNotRemoved,
                 None,
                 json!({ "images": dir, "error": e.to_string() }),
             );

@@ -30,6 +30,7 @@
 
 use super::Agent;
 use crate::checkpoint::{dump_complete, ImageKind};
+use crate::events::EventKind;
 use crate::store::{StoredState, StoredTask, TaskStore};
 use crate::tasks::Managed;
 use overbook_core::{ContainerId, Time};
@@ -66,7 +67,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let Some(store) = &mut self.durable.store else { return };
         if let Err(e) = store.put(&task, detail) {
             let name = task.request.name;
-            self.record(now, "state-error", None, json!({ "task": name, "error": e.to_string() }));
+            self.record(
+                now,
+                EventKind::StateError,
+                None,
+                json!({ "task": name, "error": e.to_string() }),
+            );
         }
     }
 
@@ -81,7 +87,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let keep = self.durable.profile_history;
         let Some(store) = &mut self.durable.store else { return };
         if let Err(e) = store.add_profile(job, peak, runtime, keep) {
-            self.record(now, "state-error", None, json!({ "job": job, "error": e.to_string() }));
+            self.record(
+                now,
+                EventKind::StateError,
+                None,
+                json!({ "job": job, "error": e.to_string() }),
+            );
         }
     }
 
@@ -89,7 +100,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub(super) fn unpersist(&mut self, now: Time, name: &str, how: &str, detail: &str) {
         let Some(store) = &mut self.durable.store else { return };
         if let Err(e) = store.remove(name, how, detail) {
-            self.record(now, "state-error", None, json!({ "task": name, "error": e.to_string() }));
+            self.record(
+                now,
+                EventKind::StateError,
+                None,
+                json!({ "task": name, "error": e.to_string() }),
+            );
         }
     }
 
@@ -128,7 +144,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Ok(Outcome::Vanished) => json!({ "signalled": 0 }),
                 Err(e) => json!({ "error": e.to_string() }),
             };
-            self.record(now, "kill-completed", Some(&path), detail);
+            self.record(now, EventKind::KillCompleted, Some(&path), detail);
         }
         m.restored = stored.pid.filter(|&p| process_exists(p));
         m.started_at = Some(now);
@@ -138,7 +154,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.view.carry(id, stored.progress, None);
         self.record(
             now,
-            "adopted-task",
+            EventKind::AdoptedTask,
             Some(&path),
             json!({ "restarts": stored.restarts, "class": class.as_str(), "was": stored.state.as_str() }),
         );
@@ -170,7 +186,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Ok(()) => json!({ "images": dir.display().to_string() }),
                 Err(e) => json!({ "images": dir.display().to_string(), "error": e.to_string() }),
             };
-            self.record(now, "stray-image-removed", None, detail);
+            self.record(now, EventKind::StrayImageRemoved, None, detail);
         }
     }
 
@@ -209,7 +225,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             self.record(
                 now,
-                "dump-interrupted",
+                EventKind::DumpInterrupted,
                 Some(&path),
                 json!({ "image": image.display().to_string(), "now": stored.state.as_str() }),
             );
@@ -230,7 +246,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             } else {
                 self.record(
                     now,
-                    "image-lost",
+                    EventKind::ImageLost,
                     Some(&path),
                     json!({ "image": image.display().to_string(), "then": "restarted from scratch" }),
                 );
@@ -243,7 +259,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let comes_back = !alive && members.is_some();
         if stored.state == StoredState::Starting && !comes_back {
             let then = if alive { "running" } else { "queued again: it never ran" };
-            self.record(now, "start-interrupted", Some(&path), json!({ "now": then }));
+            self.record(now, EventKind::StartInterrupted, Some(&path), json!({ "now": then }));
         }
         match (stored.state, members) {
             _ if alive => {
@@ -255,7 +271,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let _ = self.view.cgroups().remove(&path);
                 self.view.unreserve(&path);
                 let detail = "ended while no agent was running: not run again";
-                self.record(now, "ended-unobserved", Some(&path), json!({ "detail": detail }));
+                self.record(
+                    now,
+                    EventKind::EndedUnobserved,
+                    Some(&path),
+                    json!({ "detail": detail }),
+                );
                 self.unpersist(now, &name, "ended-unobserved", detail);
             }
             (StoredState::Queued | StoredState::Starting | StoredState::Killed, Some(_)) => {
@@ -270,7 +291,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 match self.admit(now, stored.request, restarts, true) {
                     Ok(reply) => self.record(
                         now,
-                        "restored",
+                        EventKind::Restored,
                         Some(&path),
                         json!({ "state": reply.state, "restarts": restarts }),
                     ),
@@ -278,7 +299,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         self.view.unreserve(&path);
                         self.record(
                             now,
-                            "restore-failed",
+                            EventKind::RestoreFailed,
                             Some(&path),
                             json!({ "error": e.to_string() }),
                         );

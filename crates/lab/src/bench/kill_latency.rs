@@ -49,6 +49,7 @@ use super::{
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
+use overbook_agent::EventKind;
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
 use overbook_linux::{host, host_cgroups, ContainerPath, HostSupport};
@@ -661,7 +662,7 @@ fn agent_loop(
         let tick = agent.tick(now).map_err(|e| format!("agent tick: {e}"))?;
         if !tick.preempted.is_empty() {
             acted.issued = entered.get();
-            let e = agent.events().recent().filter(|e| e.kind == "preempted").last();
+            let e = agent.events().recent().filter(|e| e.kind == EventKind::Preempted).last();
             acted.decision_to_issue = e
                 .and_then(|e| e.detail["timings"]["decision_to_issue_us"].as_u64())
                 .map(Duration::from_micros);
@@ -670,7 +671,12 @@ fn agent_loop(
             }
             return Ok(acted);
         }
-        if let Some(e) = agent.events().recent().find(|e| e.kind.starts_with("preempt-")) {
+        if let Some(e) = agent.events().recent().find(|e| {
+            matches!(
+                e.kind,
+                EventKind::PreemptFailed | EventKind::PreemptVanished | EventKind::PreemptRefused
+            )
+        }) {
             acted.problem = Some(format!("{}: {}", e.kind, e.detail));
             return Ok(acted);
         }

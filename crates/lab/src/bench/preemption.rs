@@ -22,7 +22,7 @@ use super::{BenchNode, WorkloadProgram, MIB};
 use crate::chain::Chain;
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
-use overbook_agent::events::{Event, EventLog};
+use overbook_agent::events::{Event, EventKind, EventLog};
 use overbook_agent::tasks::RunRequest;
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
@@ -150,7 +150,7 @@ fn chain_request(
     }
 }
 
-fn named<'a>(events: &'a [Event], kind: &'a str) -> impl Iterator<Item = &'a Event> + 'a {
+fn named(events: &[Event], kind: EventKind) -> impl Iterator<Item = &Event> + '_ {
     events.iter().filter(move |e| e.kind == kind)
 }
 
@@ -165,7 +165,7 @@ fn burst_alone(
     say: &mut dyn FnMut(&str),
 ) -> Result<f64, String> {
     let events = run_scene(plan, limit, "kill", &[], 1, Duration::ZERO, say)?.0;
-    let runtime = named(&events, "finished")
+    let runtime = named(&events, EventKind::Finished)
         .find(|e| task_of(e).starts_with("prod-"))
         .and_then(|e| e.detail["runtime_s"].as_f64());
     runtime.ok_or_else(|| "the production burst did not finish alone".to_string())
@@ -211,7 +211,7 @@ fn run_scene(
         let elapsed = start.elapsed();
         let events: Vec<Event> = agent.events().recent().cloned().collect();
         let prod_done =
-            named(&events, "finished").filter(|e| task_of(e).starts_with("prod-")).count();
+            named(&events, EventKind::Finished).filter(|e| task_of(e).starts_with("prod-")).count();
         let burst_on = prod_done < started_bursts;
         if burst_on {
             next_burst = elapsed + burst_gap;
@@ -228,13 +228,13 @@ fn run_scene(
             ));
         }
         agent.tick(now()).map_err(|e| e.to_string())?;
-        let finished = named(&events, "finished").count();
+        let finished = named(&events, EventKind::Finished).count();
         if started_bursts == bursts && finished >= tasks.len() + bursts {
             break;
         }
         if Instant::now() > deadline {
             let events: Vec<Event> = agent.events().recent().cloned().collect();
-            let done: Vec<&str> = named(&events, "finished").map(task_of).collect();
+            let done: Vec<&str> = named(&events, EventKind::Finished).map(task_of).collect();
             let last: Vec<String> = events
                 .iter()
                 .rev()
@@ -262,7 +262,7 @@ fn summarize(
     alone: f64,
 ) -> PreemptorResult {
     let mut r = PreemptorResult { preemptor: preemptor.to_string(), ..PreemptorResult::default() };
-    for e in named(events, "preempted") {
+    for e in named(events, EventKind::Preempted) {
         match e.detail["how"].as_str().unwrap_or("") {
             "kill" => {
                 r.kills += 1;
@@ -275,13 +275,13 @@ fn summarize(
             _ => {}
         }
     }
-    for e in named(events, "resumed").filter(|e| e.detail["how"] == "restore") {
+    for e in named(events, EventKind::Resumed).filter(|e| e.detail["how"] == "restore") {
         r.restores += 1;
         r.restore_s += e.detail["restore_s"].as_f64().unwrap_or(0.0);
     }
-    r.restore_failures = named(events, "restore-failed").count();
+    r.restore_failures = named(events, EventKind::RestoreFailed).count();
     let (mut be, mut prod) = (Vec::new(), Vec::new());
-    for e in named(events, "finished") {
+    for e in named(events, EventKind::Finished) {
         if task_of(e).starts_with("be-") {
             be.push(e.at);
         } else if let Some(rt) = e.detail["runtime_s"].as_f64() {
@@ -294,7 +294,8 @@ fn summarize(
     r.prod_mean_burst_s = prod.iter().sum::<f64>() / prod.len().max(1) as f64;
     r.prod_slowdown = if alone > 0.0 { r.prod_mean_burst_s / alone } else { f64::NAN };
     for t in tasks {
-        let chain = Chain { size: t.size, steps: t.steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
+        let chain =
+            Chain { size: t.size, steps: t.steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
         let want = chain.answer().map(|a| format!("{a:#018x}")).ok();
         let log = std::fs::read_to_string(logs.join("tasks").join(format!("{}.log", t.name)))
             .unwrap_or_default();

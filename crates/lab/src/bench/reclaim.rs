@@ -24,6 +24,7 @@ use super::{read_number, BenchNode, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
+use overbook_agent::EventKind;
 use overbook_core::reclaim::water_fill;
 use overbook_core::Time;
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
@@ -230,7 +231,7 @@ impl Scene {
     fn asked(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         if let Some(agent) = &self.agent {
-            for e in agent.events().after(0).filter(|e| e.kind == "reclaimed") {
+            for e in agent.events().after(0).filter(|e| e.kind == EventKind::Reclaimed) {
                 let name = e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("?");
                 *out.entry(name.to_string()).or_insert(0) +=
                     e.detail["asked"].as_u64().unwrap_or(0);

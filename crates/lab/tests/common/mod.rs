@@ -234,7 +234,7 @@ pub fn kinds<C>(agent: &Agent<C>, kind: &str) -> Vec<serde_json::Value> {
     agent
         .events()
         .recent()
-        .filter(|e| e.kind == kind)
+        .filter(|e| e.kind.as_str() == kind)
         .map(|e| serde_json::json!({ "container": e.container, "detail": e.detail }))
         .collect()
 }

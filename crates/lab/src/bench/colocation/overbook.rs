@@ -7,7 +7,7 @@ use super::SceneResult;
 use crate::bench::{BenchNode, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
-use overbook_agent::events::{Event, EventLog};
+use overbook_agent::events::{Event, EventKind, EventLog};
 use overbook_agent::tasks::{RunError, RunRequest};
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
@@ -80,7 +80,7 @@ impl OverbookScene {
             .events()
             .recent()
             .skip(from)
-            .filter(|e| e.kind == "finished" && e.detail["status"] != "exit status: 0")
+            .filter(|e| e.kind == EventKind::Finished && e.detail["status"] != "exit status: 0")
             .map(|e| task_of(e).to_string())
             .collect();
         for name in failed {
@@ -151,19 +151,19 @@ impl OverbookScene {
             std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))?;
         }
         for e in &events {
-            *r.agent_events.entry(e.kind.clone()).or_insert(0) += 1;
+            *r.agent_events.entry(e.kind.to_string()).or_insert(0) += 1;
         }
         for e in &events {
-            match e.kind.as_str() {
-                "finished" if e.detail["status"] == "exit status: 0" => {
+            match e.kind {
+                EventKind::Finished if e.detail["status"] == "exit status: 0" => {
                     let base = job_of(task_of(e));
                     if let Some(j) = jobs.iter().find(|j| j.name == base) {
                         r.batch.completed += 1;
                         r.batch.work_mib_steps += j.size / MIB * u64::from(j.steps);
                     }
                 }
-                "started" if task_of(e).starts_with("be-") => r.batch.started += 1,
-                "preempted" => match e.detail["how"].as_str().unwrap_or("") {
+                EventKind::Started if task_of(e).starts_with("be-") => r.batch.started += 1,
+                EventKind::Preempted => match e.detail["how"].as_str().unwrap_or("") {
                     "kill" => {
                         r.batch.kills += 1;
                         r.batch.lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
@@ -171,7 +171,7 @@ impl OverbookScene {
                     h if h.contains("checkpoint") => r.checkpoints += 1,
                     _ => r.suspensions += 1,
                 },
-                "resumed" if e.detail["how"] == "restore" => r.restores += 1,
+                EventKind::Resumed if e.detail["how"] == "restore" => r.restores += 1,
                 _ => {}
             }
         }
