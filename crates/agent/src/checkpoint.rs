@@ -57,6 +57,8 @@ const PROBE_BYTES: usize = 32 << 20;
 
 /// The line CRIU ends a successful dump's log with.
 const DUMP_DONE: &str = "Dumping finished successfully";
+/// The line that ends CRIU's log of a restore that finished.
+const RESTORE_DONE: &str = "Restore finished successfully";
 
 /// CRIU on this node, and its image store.
 #[derive(Debug)]
@@ -324,6 +326,14 @@ impl ImageStore {
 pub fn dump_complete(dir: &Path) -> bool {
     let Ok(text) = fs::read_to_string(dir.join("dump.log")) else { return false };
     text.lines().rev().take(5).any(|l| l.contains(DUMP_DONE))
+}
+
+/// Whether a restore from `dir` finished (its log ends with CRIU's words
+/// for it): the restored tree ran, whatever became of it after. What a
+/// restarted agent trusts after dying mid-restore.
+pub fn restore_complete(dir: &Path) -> bool {
+    let Ok(text) = fs::read_to_string(dir.join("restore.log")) else { return false };
+    text.lines().rev().take(5).any(|l| l.contains(RESTORE_DONE))
 }
 
 /// Writes and reads [`PROBE_BYTES`] in `dir`, synced and uncached, and

@@ -78,6 +78,8 @@ event_kinds! {
     MovedAway = "moved-away",
     /// A new agent found a dump the earlier one was making, and what it is now.
     DumpInterrupted = "dump-interrupted",
+    /// A new agent found a restore the earlier one was making, and what it is now (running, ended, or checkpointed: restored again).
+    RestoreInterrupted = "restore-interrupted",
     /// A checkpointed task's image is gone or incomplete: restarted from scratch.
     ImageLost = "image-lost",
     /// An image directory no stored task names was removed.

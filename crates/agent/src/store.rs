@@ -31,6 +31,10 @@ pub enum StoredState {
     Dumping,
     /// Dumped to its image and removed; it waits to be restored.
     Checkpointed,
+    /// CRIU was restoring it from its image (an agent that died meanwhile
+    /// left it restored and running, restored and run to its end, or not
+    /// restored: CRIU's restore log in the image says which).
+    Restoring,
 }
 
 impl StoredState {
@@ -42,6 +46,7 @@ impl StoredState {
             StoredState::Killed => "killed",
             StoredState::Dumping => "dumping",
             StoredState::Checkpointed => "checkpointed",
+            StoredState::Restoring => "restoring",
         }
     }
 
@@ -53,6 +58,7 @@ impl StoredState {
             "killed" => Some(StoredState::Killed),
             "dumping" => Some(StoredState::Dumping),
             "checkpointed" => Some(StoredState::Checkpointed),
+            "restoring" => Some(StoredState::Restoring),
             _ => None,
         }
     }
@@ -826,7 +832,9 @@ fn task_from_row(row: &[Value]) -> Result<StoredTask, String> {
         _ => None,
     }
     .ok_or_else(|| format!("usage {} is not a size in bytes", show(&row[8])))?;
-    if matches!(state, StoredState::Dumping | StoredState::Checkpointed) && image.is_none() {
+    let needs_image =
+        matches!(state, StoredState::Dumping | StoredState::Checkpointed | StoredState::Restoring);
+    if needs_image && image.is_none() {
         return Err(format!("{} without an image", state.as_str()));
     }
     Ok(StoredTask { request, state, restarts, pid, image, progress, usage })

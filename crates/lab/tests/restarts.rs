@@ -135,6 +135,54 @@ fn a_start_the_agent_died_in_runs_exactly_once() {
     );
 }
 
+/// Found by the fault-injection suite in the VM: an agent that died after
+/// CRIU restored a task (before it recorded the restore) left it
+/// `checkpointed`; the restored task ran to its end, and the next agent
+/// restored it again from the same image: its end twice. `restoring` is
+/// recorded before CRIU can resume the tree, and a restore CRIU's log says
+/// finished is never made again. (The other outcomes, restored and running
+/// or never restored, need CRIU: the VM's fault-injection suite.)
+#[test]
+fn a_restore_the_agent_died_in_after_criu_finished_it_is_never_made_again() {
+    let Some(node) = Node::new("restore-once", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let images = node.dir.path().join("images");
+    let image = images.join("be-restored").join("1-dump");
+    std::fs::create_dir_all(&image).expect("image dir");
+    std::fs::write(image.join("dump.log"), "(01.0) Dumping finished successfully\n").expect("log");
+    std::fs::write(
+        image.join("restore.log"),
+        "(00.4) Restore finished successfully. Tasks resumed.\n",
+    )
+    .expect("log");
+    {
+        let mut store = TaskStore::open(&db).expect("opens");
+        let r = request("be-restored", Class::BestEffort, &["anon", "4M", "60"]);
+        let mut task = StoredTask::new(r, StoredState::Restoring, 0, None);
+        task.image = Some(image.clone());
+        store.put(&task, "restoring").expect("put");
+    }
+    let extra = format!(
+        "[policy.preemptor]\nkind = \"checkpoint\"\n[checkpoint]\nimages_dir = \"{}\"\n",
+        images.display()
+    );
+    let start = Instant::now();
+    let mut agent = agent_on(&node, &db, &extra);
+    run_for(&mut agent, start, Duration::from_secs(5), |a| {
+        !events_of(a, "ended-unobserved", "be-restored").is_empty()
+    });
+    let interrupted = events_of(&agent, "restore-interrupted", "be-restored");
+    assert_eq!(interrupted.len(), 1, "{:?}", agent.events().recent().collect::<Vec<_>>());
+    assert_eq!(interrupted[0].1["now"], "ended");
+    assert_eq!(events_of(&agent, "ended-unobserved", "be-restored").len(), 1);
+    assert!(events_of(&agent, "resumed", "be-restored").is_empty(), "never restored again");
+    assert!(events_of(&agent, "started", "be-restored").is_empty(), "nor started again");
+    assert!(!image.exists(), "its image is removed");
+    drop(agent);
+    let store = TaskStore::open(&db).expect("opens");
+    assert!(store.tasks().expect("read").good.is_empty(), "nothing left to run");
+}
+
 /// Item 6: a task killed again and again waits longer each time before it
 /// starts again (the backoff), and is given up, saying so, past
 /// `max_restarts`: never relaunched into the node that keeps killing it

@@ -210,6 +210,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.unpersist(now, &name, "moved", &format!("restored by {by}"));
             return;
         }
+        // Recorded before CRIU can resume the tree: an agent that dies from
+        // here until `Running` is recorded leaves `Restoring`, and the
+        // next one restores it again only if this restore never finished.
+        self.persist(
+            now,
+            id,
+            StoredState::Restoring,
+            &format!("restoring from {}", image.dir.display()),
+        );
         let restored = match &self.images {
             None => Err("no image store".to_string()),
             Some(store) => match self.view.cgroups().create(&path, None) {

@@ -230,6 +230,34 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 json!({ "image": image.display().to_string(), "now": stored.state.as_str() }),
             );
         }
+        if stored.state == StoredState::Restoring {
+            let image = stored.image.clone().unwrap_or_default();
+            if criu_working_on(&image) {
+                // The earlier agent's CRIU goes on: its outcome decides.
+                self.durable.restoring.push(stored);
+                return;
+            }
+            stored.state = if alive {
+                // Restored, and running: managed as any running task.
+                StoredState::Running
+            } else if crate::checkpoint::restore_complete(&image) {
+                // Restored, then ended while no agent ran: it may have
+                // finished, so it is never restored a second time.
+                StoredState::Running
+            } else {
+                // Never resumed: the image is as the dump left it.
+                StoredState::Checkpointed
+            };
+            self.record(
+                now,
+                EventKind::RestoreInterrupted,
+                Some(&path),
+                json!({ "image": image.display().to_string(), "now": if alive { "running" } else if stored.state == StoredState::Running { "ended" } else { "checkpointed" } }),
+            );
+            if stored.state == StoredState::Running {
+                self.discard_images(now, &name);
+            }
+        }
         if stored.state == StoredState::Checkpointed {
             let image = stored.image.clone().unwrap_or_default();
             if alive {
@@ -267,7 +295,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 // in its container yet: managed again, by container and pid.
                 self.adopt_running(now, stored, path);
             }
-            (StoredState::Running | StoredState::Dumping | StoredState::Checkpointed, _) => {
+            (
+                StoredState::Running
+                | StoredState::Dumping
+                | StoredState::Checkpointed
+                | StoredState::Restoring,
+                _,
+            ) => {
                 let _ = self.view.cgroups().remove(&path);
                 self.view.unreserve(&path);
                 let detail = "ended while no agent was running: not run again";
