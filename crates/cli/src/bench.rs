@@ -694,7 +694,7 @@ fn checkpoint(args: CheckpointArgs) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("--sizes {s:?}: {e}"))?;
             // Whole pages, 4 MiB at least: below that CRIU's fixed costs are
             // all there is to see.
-            let scaled = (bytes as f64 * args.scale) as u64 / 4096 * 4096;
+            let scaled = overbook_core::convert::to_u64(bytes as f64 * args.scale) / 4096 * 4096;
             Ok(scaled.max(4 * MIB))
         })
         .collect::<Result<Vec<u64>>>()?;

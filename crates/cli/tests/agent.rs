@@ -90,7 +90,8 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
     let mut lines = BufReader::new(agent.stderr.take().expect("piped")).lines();
     let said: Vec<String> =
         lines.by_ref().map_while(Result::ok).take_while(|l| !l.contains("watching")).collect();
-    let pid = rustix::process::Pid::from_raw(agent.id() as i32).expect("pid");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(agent.id()).expect("a pid fits an i32"))
+        .expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let code = agent.wait().expect("wait");
@@ -166,7 +167,8 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     let missing = overbook_agent::api::get(std::path::Path::new(socket), "/nope").unwrap_err();
     assert!(missing.to_string().contains("no such endpoint: /nope"), "{missing}");
 
-    let pid = rustix::process::Pid::from_raw(agent.id() as i32).expect("pid");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(agent.id()).expect("a pid fits an i32"))
+        .expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {

@@ -326,7 +326,8 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
         let protected = scene.running(|k| k != Kind::BestEffort);
         let (what, client) = match op {
             5..=7 if !running.is_empty() => {
-                let victim = &running[dice.below(running.len() as u64) as usize];
+                let victim =
+                    &running[usize::try_from(dice.below(running.len() as u64)).expect("an index")];
                 let how = match op {
                     7 if scene.criu && dice.below(2) == 0 => "checkpoint",
                     7 => "freeze",
@@ -337,7 +338,8 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
             }
             // Asked of a protected task, a preemption must be refused.
             8 if !protected.is_empty() => {
-                let victim = &protected[dice.below(protected.len() as u64) as usize];
+                let victim = &protected
+                    [usize::try_from(dice.below(protected.len() as u64)).expect("an index")];
                 let how = if dice.below(2) == 0 { "kill" } else { "freeze" };
                 let args = vec![victim.clone(), "--how".into(), how.into()];
                 ("protected-preempt", Some(("preempt", scene.client("preempt", &args), cycle)))

@@ -12,6 +12,7 @@
 
 pub mod action;
 pub mod config;
+pub mod convert;
 pub mod detect;
 pub mod launch;
 pub mod model;

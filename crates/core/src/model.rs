@@ -184,7 +184,7 @@ impl ContainerStats {
         let total = self.usage.saturating_add(self.swap);
         if incremental && self.image.is_some() {
             let share = self.dirty_fraction.unwrap_or(1.0).clamp(0.0, 1.0);
-            (total as f64 * share) as Bytes
+            crate::convert::to_u64(total as f64 * share)
         } else {
             total
         }

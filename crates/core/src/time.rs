@@ -35,7 +35,7 @@ impl Time {
         if s.is_nan() || s <= 0.0 {
             Time(0)
         } else {
-            Time((s * 1e6).min(u64::MAX as f64) as u64)
+            Time(crate::convert::to_u64((s * 1e6).min(u64::MAX as f64)))
         }
     }
 

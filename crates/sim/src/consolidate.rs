@@ -107,7 +107,7 @@ impl ConsolidationConfig {
         node_memory: Bytes,
         seed: u64,
     ) -> impl Iterator<Item = Result<WorkloadEvent, TraceError>> + Send {
-        let share = |s: f64| (s * node_memory as f64) as Bytes;
+        let share = |s: f64| overbook_core::convert::to_u64(s * node_memory as f64);
         let request = share(REQUEST_SHARE);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0001_acdc);
         let mut tasks = VecDeque::new();
@@ -165,7 +165,13 @@ fn secs(s: u64) -> Duration {
 /// From a step up to `mem` in `RAMP_STEPS` steps over `over` of work, starting at `from`.
 fn ramp(mem: Bytes, over: Duration, from: Duration) -> MemProfile {
     let points = (1..=RAMP_STEPS)
-        .map(|k| (from + over * (k - 1) as u32 / RAMP_STEPS as u32, mem * k / RAMP_STEPS))
+        .map(|k| {
+            (
+                from + over * overbook_core::convert::u64_to_u32(k - 1)
+                    / overbook_core::convert::u64_to_u32(RAMP_STEPS),
+                mem * k / RAMP_STEPS,
+            )
+        })
         .collect();
     MemProfile::from_points(points)
 }
@@ -199,7 +205,7 @@ mod tests {
         assert_eq!(events, again, "the same seed gives the same workload");
         let WorkloadEvent::Submit(b) = &events[4] else { panic!("submits only") };
         assert_eq!(b.pauses.len(), 1);
-        assert_eq!(b.profile.peak(), (0.45 * (4u64 << 30) as f64) as Bytes);
+        assert_eq!(b.profile.peak(), overbook_core::convert::to_u64(0.45 * (4u64 << 30) as f64));
     }
 
     #[test]

@@ -341,12 +341,13 @@ impl Generator {
 
     fn task_count(&mut self) -> u32 {
         let n = self.tasks_per_job.sample(&mut self.rng).ceil();
-        (n.max(1.0) as u32).min(self.max_tasks)
+        overbook_core::convert::to_u32(n.max(1.0)).min(self.max_tasks)
     }
 
     fn request(&mut self, d: &LogNormal<f64>) -> Bytes {
         let r = d.sample(&mut self.rng);
-        (r as Bytes).clamp(MIN_REQUEST, (self.node_memory / 2).max(MIN_REQUEST))
+        overbook_core::convert::to_u64(r)
+            .clamp(MIN_REQUEST, (self.node_memory / 2).max(MIN_REQUEST))
     }
 
     fn work(&mut self, d: &LogNormal<f64>) -> Duration {
@@ -381,7 +382,10 @@ impl Generator {
         let mut at = Duration::ZERO;
         while at < work {
             let share = usage.as_ref().map_or(mean, |b| b.sample(&mut self.rng));
-            points.push((at, ((request as f64) * share.clamp(0.05, 1.0)) as Bytes));
+            points.push((
+                at,
+                overbook_core::convert::to_u64((request as f64) * share.clamp(0.05, 1.0)),
+            ));
             at += period;
         }
         let priority = self.priority(Class::Production);
@@ -410,14 +414,14 @@ impl Generator {
         let work = self.work(&self.best_effort.work.clone());
         let peak = request as f64 * (peak_share * self.rng.gen_range(0.9..=1.1)).min(1.0);
         let ramp = work.mul_f64(RAMP_SHARE);
-        let mut points = vec![(Duration::ZERO, (peak * 0.5) as Bytes)];
+        let mut points = vec![(Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5))];
         let period = self.cfg.usage_period.0;
         let mut at = ramp;
         let mut first = true;
         while at < work {
             let level = if first { 1.0 } else { self.rng.gen_range(0.8..=1.0) };
             first = false;
-            points.push((at, (peak * level) as Bytes));
+            points.push((at, overbook_core::convert::to_u64(peak * level)));
             at += period;
         }
         let priority = self.priority(Class::BestEffort);
@@ -462,7 +466,7 @@ impl Generator {
                 tasks.push(self.best_effort_task(job, at, request, peak_share));
             }
             let load = self.cfg.best_effort_load;
-            let whole = load.floor() as u32;
+            let whole = overbook_core::convert::to_u32(load.floor());
             let extra = u32::from(self.replicas.gen_bool((load - load.floor()).clamp(0.0, 1.0)));
             for copy in 0..whole + extra {
                 let job = if copy == 0 { job } else { self.new_job_id() };

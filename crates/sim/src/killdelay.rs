@@ -152,7 +152,7 @@ mod tests {
 
     fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
         v.sort_by(f64::total_cmp);
-        let i = ((v.len() - 1) as f64 * q).round() as usize;
+        let i = overbook_core::convert::to_usize(((v.len() - 1) as f64 * q).round());
         v[i]
     }
 

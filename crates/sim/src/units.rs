@@ -44,7 +44,7 @@ pub fn parse_size(text: &str) -> Result<Bytes, String> {
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
         return Err(format!("{text:?} is out of range"));
     }
-    Ok(bytes as Bytes)
+    Ok(overbook_core::convert::to_u64(bytes))
 }
 
 /// Parse `"6h"`, `"90s"`, `"1h 30m"`, `"250ms"` or a number of seconds.

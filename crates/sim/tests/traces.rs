@@ -118,7 +118,10 @@ fn google_2011_reads_its_jobs_usage_and_finishes() {
     let middle = specs.values().find(|t| t.priority == 4).expect("a middle-band task");
     assert_eq!(middle.class, Class::BestEffort, "004's middle band is best-effort");
     assert_eq!(middle.job, JobId(6252000002));
-    assert_eq!(middle.request, (0.0239 * (64u64 << 30) as f64).round() as Bytes);
+    assert_eq!(
+        middle.request,
+        overbook_core::convert::to_u64((0.0239 * (64u64 << 30) as f64).round())
+    );
     assert!(specs.values().all(|t| t.work.is_none() && t.profile.is_empty()));
 }
 
@@ -257,7 +260,7 @@ fn alibaba_2018_reads_batch_instances_and_containers() {
     assert!(batch.iter().all(|t| t.priority == 0));
     // Tasks of j_1001's M1 request its plan_mem of 0.39 (of 100).
     let scale = (64u64 << 30) as f64;
-    let m1 = (0.39 / 100.0 * scale).round() as Bytes;
+    let m1 = overbook_core::convert::to_u64((0.39 / 100.0 * scale).round());
     assert_eq!(batch.iter().filter(|t| t.request == m1).count(), 3);
     let containers: Vec<&TaskSpec> =
         specs.values().filter(|t| t.class == Class::Production).collect();

@@ -459,7 +459,8 @@ impl Launcher {
             AdmissionMode::Available => node.available,
             AdmissionMode::Reserved => self.reservations.room(capacity),
         };
-        let mut room = room.saturating_sub((capacity as f64 * self.cfg.headroom) as Bytes);
+        let mut room =
+            room.saturating_sub(crate::convert::to_u64(capacity as f64 * self.cfg.headroom));
         // Resume before new work: while a preempted task does not fit,
         // nothing new starts ahead of it.
         let mut resumed_all = true;

@@ -138,7 +138,7 @@ impl Pacing {
         if self.next.is_some_and(|n| obs.now < n) {
             return None;
         }
-        let want = (obs.node.capacity as f64 * self.headroom) as Bytes;
+        let want = crate::convert::to_u64(obs.node.capacity as f64 * self.headroom);
         // What nobody is charged for: the kernel reclaims when this runs
         // out, even while `available` still counts idle page cache (the
         // kubelet's working set leaves inactive cache out of use).

@@ -83,7 +83,7 @@ pub fn water_fill(containers: &[(Bytes, u32)], need: Bytes, take: &mut Vec<Bytes
     }
     let l = l.max(0.0);
     for (t, &(u, w)) in take.iter_mut().zip(containers) {
-        let keep = (l * f64::from(w.max(1))).round() as Bytes;
+        let keep = crate::convert::to_u64((l * f64::from(w.max(1))).round());
         *t = u.saturating_sub(keep);
     }
 }

@@ -190,8 +190,8 @@ impl<'m> Engine<'m> {
         for i in 0..cfg.nodes {
             let policy = NodePolicy::new(&cfg.policy, facilities).map_err(|e| e.under("policy"))?;
             let node = Node::new(cfg.node_memory, cfg.node_swap, policy);
-            keys.push(node.placement_key(i as u32));
-            guarantee_keys.push(node.guarantee_key(i as u32));
+            keys.push(node.placement_key(overbook_core::convert::usize_to_u32(i)));
+            guarantee_keys.push(node.guarantee_key(overbook_core::convert::usize_to_u32(i)));
             nodes.push(node);
         }
         let counters = RunCounters { nodes: cfg.nodes, ..RunCounters::default() };
@@ -270,10 +270,10 @@ impl<'m> Engine<'m> {
     fn finish(mut self, variant: &str) -> RunResult {
         let end = self.now;
         for i in 0..self.nodes.len() {
-            self.advance(i as u32);
+            self.advance(overbook_core::convert::usize_to_u32(i));
         }
         for slot in 0..self.slots.len() {
-            self.sync(slot as u32);
+            self.sync(overbook_core::convert::usize_to_u32(slot));
         }
         for task in self.slots.iter_mut().filter_map(Option::take) {
             self.outcomes.push(task.outcome);
@@ -331,7 +331,7 @@ impl<'m> Engine<'m> {
                 self.slots.push(None);
                 self.generations.push(0);
                 self.epochs.push(0);
-                (self.slots.len() - 1) as u32
+                overbook_core::convert::usize_to_u32(self.slots.len() - 1)
             }
         };
         let gen = self.generations[slot as usize].wrapping_add(1);
@@ -824,7 +824,9 @@ impl<'m> Engine<'m> {
             Preemption::Checkpoint { incremental } => {
                 let incremental = incremental && task.image.is_some() && self.cfg.can_incremental;
                 let size = if incremental {
-                    (mem as f64 * task.dirty_fraction().unwrap_or(1.0)) as Bytes
+                    overbook_core::convert::to_u64(
+                        mem as f64 * task.dirty_fraction().unwrap_or(1.0),
+                    )
                 } else {
                     mem
                 };
@@ -886,8 +888,8 @@ fn stats_of(task: &Task) -> ContainerStats {
     c.swap = task.out;
     c.weight = task.spec.weight;
     c.faults = FaultCounters {
-        major_faults: task.major_faults as u64,
-        refault_anon: task.refaults as u64,
+        major_faults: overbook_core::convert::to_u64(task.major_faults),
+        refault_anon: overbook_core::convert::to_u64(task.refaults),
         refault_file: 0,
     };
     // Lower trace priority is cheaper work: the `score` ranker preempts it first.

@@ -132,15 +132,17 @@ impl Node {
     /// plus queued requests), then queue length, then index (000 §4.1).
     pub fn placement_key(&self, index: u32) -> (u64, u32, u32) {
         let load = self.demand.saturating_add(self.queued_request) as u128;
-        let ppm = (load * 1_000_000 / (self.capacity.max(1) as u128)).min(u64::MAX as u128) as u64;
+        let ppm =
+            overbook_core::convert::u128_to_u64(load * 1_000_000 / (self.capacity.max(1) as u128));
         (ppm, self.queued, index)
     }
 
     /// The guarantee key: production reservations in parts per million of
     /// capacity, then index.
     pub fn guarantee_key(&self, index: u32) -> (u64, u32, u32) {
-        let ppm = (self.guaranteed as u128 * 1_000_000 / (self.capacity.max(1) as u128))
-            .min(u64::MAX as u128) as u64;
+        let ppm = overbook_core::convert::u128_to_u64(
+            self.guaranteed as u128 * 1_000_000 / (self.capacity.max(1) as u128),
+        );
         (ppm, 0, index)
     }
 

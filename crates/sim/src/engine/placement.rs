@@ -26,7 +26,7 @@ impl Placement {
         let size = keys.len().next_power_of_two().max(1);
         let mut tree = vec![NONE; 2 * size];
         for i in 0..keys.len() {
-            tree[size + i] = i as u32;
+            tree[size + i] = overbook_core::convert::usize_to_u32(i);
         }
         let n = keys.len();
         let mut p = Placement { keys, tree, size, dirty: Vec::new(), is_dirty: vec![false; n] };

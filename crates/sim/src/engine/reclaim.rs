@@ -98,9 +98,13 @@ impl Engine<'_> {
         for &(slot, idle, held) in &members {
             let part = covered * u128::from(held) / cold;
             if idle {
-                left -= self.take_cold(slot, node, part as Bytes) as u128;
+                left -= u128::from(self.take_cold(
+                    slot,
+                    node,
+                    overbook_core::convert::u128_to_u64(part),
+                ));
             } else {
-                self.stall(slot, node, part as Bytes);
+                self.stall(slot, node, overbook_core::convert::u128_to_u64(part));
             }
         }
         for &(slot, idle, _) in &members {
@@ -108,7 +112,11 @@ impl Engine<'_> {
                 break;
             }
             if idle {
-                left -= self.take_cold(slot, node, left as Bytes) as u128;
+                left -= u128::from(self.take_cold(
+                    slot,
+                    node,
+                    overbook_core::convert::u128_to_u64(left),
+                ));
             }
         }
         self.recompute(node);

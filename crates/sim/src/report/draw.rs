@@ -98,7 +98,9 @@ where
     let (plot, side) = if entries.len() < 2 {
         (body, None)
     } else {
-        let (plot, side) = body.split_horizontally(SIZE.0 as i32 - legend_width(&entries));
+        let (plot, side) = body.split_horizontally(
+            overbook_core::convert::u32_to_i32(SIZE.0) - legend_width(&entries),
+        );
         (plot, Some(side))
     };
     match &chart.kind {
@@ -132,7 +134,7 @@ fn legend_entries(kind: &Kind) -> Vec<(&str, RGBColor)> {
 
 fn legend_width(entries: &[(&str, RGBColor)]) -> i32 {
     let longest = entries.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0);
-    (48 + 8 * longest as i32).clamp(100, 240)
+    (48 + 8 * overbook_core::convert::usize_to_i32(longest)).clamp(100, 240)
 }
 
 /// A line (or a swatch, for bars) and the name of each series, top down.
@@ -146,7 +148,7 @@ where
 {
     let text = TextStyle::from((FONT, 14)).pos(Pos::new(HPos::Left, VPos::Center));
     for (i, (name, c)) in entries.iter().enumerate() {
-        let y = 32 + 24 * i as i32;
+        let y = 32 + 24 * overbook_core::convert::usize_to_i32(i);
         if swatches {
             area.draw(&Rectangle::new([(8, y - 6), (28, y + 6)], c.filled())).map_err(fail)?;
         } else {
@@ -258,7 +260,10 @@ where
     let label = |x: &f64| {
         let i = x.round();
         let at_category = (x - i).abs() < 1e-6 && i >= 0.0;
-        at_category.then(|| categories.get(i as usize).cloned()).flatten().unwrap_or_default()
+        at_category
+            .then(|| categories.get(overbook_core::convert::to_usize(i)).cloned())
+            .flatten()
+            .unwrap_or_default()
     };
     ctx.configure_mesh()
         .disable_x_mesh()

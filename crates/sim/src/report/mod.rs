@@ -307,7 +307,7 @@ mod tests {
                 let mut tasks = be_jobs(10 + 5 * i as u64);
                 tasks.push(task(900, Class::Production, 10, 0, 500));
                 tasks[0].completed = i % 2 == 0;
-                tasks[1].kills = i as u32;
+                tasks[1].kills = overbook_core::convert::usize_to_u32(i);
                 tasks[1].lost_work = std::time::Duration::from_secs(600);
                 result(&r.variant, tasks)
             })

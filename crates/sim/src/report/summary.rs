@@ -312,7 +312,7 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    let rank = overbook_core::convert::to_usize((p / 100.0 * sorted.len() as f64).ceil());
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 

@@ -115,7 +115,7 @@ pub(crate) fn required<T>(what: &str, v: Result<Option<T>, String>) -> Result<T,
 /// finiteness; the `as` saturates above `u64::MAX`).
 pub(crate) fn to_bytes(b: f64) -> Bytes {
     if b.is_finite() && b > 0.0 {
-        b.round() as Bytes
+        overbook_core::convert::to_u64(b.round())
     } else {
         0
     }
@@ -124,7 +124,7 @@ pub(crate) fn to_bytes(b: f64) -> Bytes {
 /// Seconds (or milliseconds times 1e-3) as whole microseconds.
 pub(crate) fn secs_to_us(secs: f64) -> u64 {
     if secs.is_finite() && secs > 0.0 {
-        (secs * 1e6).round() as u64
+        overbook_core::convert::to_u64((secs * 1e6).round())
     } else {
         0
     }

@@ -104,7 +104,7 @@ fn parse_event(r: &CsvRow, opts: &TraceOptions) -> Result<Option<Timed<Row>>, St
     let index = required("task index", r.at(3).u64("task index"))?;
     let event = required("event type", r.at(5).u64("event type"))?;
     let priority = match r.at(8).u64("priority")? {
-        Some(p @ 0..=11) => Some(p as u8),
+        Some(p @ 0..=11) => u8::try_from(p).ok(),
         Some(p) => return Err(format!("priority: {p} is not in 0..=11")),
         None => None,
     };
