@@ -200,9 +200,10 @@ fn kill_9_of_the_agent_mid_dump_loses_no_task_and_leaves_nothing_behind() {
          restarted: {restarted}, kept running: {kept_running}",
         interrupted[0]["detail"]["now"]
     );
-    let expected = Chain { size: 64 << 20, steps: STEPS, dirty: 1.0, pace: Duration::ZERO, gate: None }
-        .answer()
-        .expect("computes");
+    let expected =
+        Chain { size: 64 << 20, steps: STEPS, dirty: 1.0, pace: Duration::ZERO, gate: None }
+            .answer()
+            .expect("computes");
     let answer = s.log().lines().find_map(|l| l.strip_prefix("answer ")).map(str::to_string);
     assert_eq!(answer, Some(format!("{expected:#018x}")), "the answer of an uninterrupted run");
     if restored || kept_running {

@@ -65,7 +65,10 @@ impl Chain {
     fn wait_at_gate(&self, step: u32) {
         let Some(gate) = &self.gate else { return };
         let allowed = || {
-            std::fs::read_to_string(gate).ok().and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(0)
+            std::fs::read_to_string(gate)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .unwrap_or(0)
         };
         while allowed() < step {
             std::thread::sleep(Duration::from_millis(10));

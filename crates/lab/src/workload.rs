@@ -113,7 +113,8 @@ fn parse_chain(positional: &[&String], flags: &[&String]) -> Result<Workload, St
     };
     let size = parse_size_text(size)?;
     let steps = steps.parse().map_err(|_| format!("{steps:?} is not a number of steps"))?;
-    let mut chain = crate::chain::Chain { size, steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
+    let mut chain =
+        crate::chain::Chain { size, steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
     let mut it = flags.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;

@@ -294,7 +294,8 @@ fn summarize(
     r.prod_mean_burst_s = prod.iter().sum::<f64>() / prod.len().max(1) as f64;
     r.prod_slowdown = if alone > 0.0 { r.prod_mean_burst_s / alone } else { f64::NAN };
     for t in tasks {
-        let chain = Chain { size: t.size, steps: t.steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
+        let chain =
+            Chain { size: t.size, steps: t.steps, dirty: 1.0, pace: Duration::ZERO, gate: None };
         let want = chain.answer().map(|a| format!("{a:#018x}")).ok();
         let log = std::fs::read_to_string(logs.join("tasks").join(format!("{}.log", t.name)))
             .unwrap_or_default();
