@@ -201,6 +201,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::zombie_processes)] // reaped by `reap_if_exited`, the function tested
     fn reaps_a_child_and_tells_how_it_ended() {
         let child = Command::new("sh").args(["-c", "exit 3"]).spawn().expect("sh runs");
         let pid = Pid::new(child.id()).expect("a pid");

@@ -42,16 +42,13 @@
 //!   before any stall: those kills are counted as `before stall`.
 
 use super::timed::Timed;
-use super::{
-    read_keyed, read_number, read_psi_some_total, set_oom_score_adj, BenchNode, Percentiles,
-    Worker, WorkloadProgram, MIB,
-};
+use super::{set_oom_score_adj, BenchNode, Percentiles, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
-use overbook_linux::{host, host_cgroups, ContainerPath, HostSupport};
+use overbook_linux::{fastread, host, host_cgroups, ContainerPath, HostSupport};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -206,10 +203,7 @@ pub fn run(
         trials.append(&mut t);
     }
     Ok(KillLatencyReport {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        kernel: host::kernel_release().unwrap_or_default(),
         cgroup_version: version,
         reader: plan.reader,
         tolerance_s: plan.tolerance,
@@ -348,10 +342,10 @@ impl Sampler {
                 // One last sample after being told to stop.
                 let last = flag.load(Ordering::Relaxed);
                 let s = Sample {
-                    psi: read_psi_some_total(psi).unwrap_or(0),
-                    victim: read_number(&victim_usage).unwrap_or(u64::MAX),
-                    node: read_number(&node_usage).unwrap_or(0),
-                    oom: read_keyed(&oom, "oom_kill").unwrap_or(0),
+                    psi: fastread::psi_some_total(psi).unwrap_or(0),
+                    victim: fastread::number(&victim_usage).unwrap_or(u64::MAX),
+                    node: fastread::number(&node_usage).unwrap_or(0),
+                    oom: fastread::keyed(&oom, "oom_kill").unwrap_or(0),
                     at: Instant::now(),
                 };
                 out.push(s);
@@ -391,7 +385,7 @@ fn wait_quiet(sn: &SizeNode, still: Duration, max: Duration) -> bool {
             .as_ref()
             .and_then(|r| sn.node.cg.counters(r).ok()?.done())
             .map(|c| c.major_faults + c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0));
-        (read_psi_some_total(psi), faults)
+        (fastread::psi_some_total(psi).ok(), faults)
     };
     let until = Instant::now() + max;
     let mut last = state();
@@ -440,7 +434,7 @@ fn wait_released(plan: &KillPlan, sn: &SizeNode, victim: &mut Worker, size: u64,
     let file = sn.node.usage_file(Some(&sn.victim));
     let until = Instant::now() + max;
     while Instant::now() < until {
-        let usage = read_number(&file).unwrap_or(0);
+        let usage = fastread::number(&file).unwrap_or(0);
         if victim.exited() && (usage as f64) <= plan.released_below * size as f64 {
             break;
         }
@@ -717,7 +711,8 @@ fn threshold_loop(
     loop {
         let woke = Instant::now();
         acted.wakes.push((woke, "timer"));
-        let usage = read_number(&usage_file).ok_or("cannot read the node's usage")?;
+        let usage = fastread::number(&usage_file)
+            .map_err(|e| format!("cannot read the node's usage: {}", e.at(&usage_file)))?;
         let free = limit - usage as f64;
         if free < plan.threshold * limit {
             let decided = Instant::now();
