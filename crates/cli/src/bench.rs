@@ -312,7 +312,7 @@ fn peak_rss_kib() -> Option<u64> {
 const MIB: u64 = 1 << 20;
 
 fn need_root(what: &str) -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         anyhow::bail!("{what} makes a node cgroup and runs real workloads in it: it needs root");
     }
     Ok(())

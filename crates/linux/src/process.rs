@@ -122,6 +122,44 @@ pub fn reap_if_exited(pid: Pid) -> Result<Option<Exit>, CgroupError> {
     }
 }
 
+/// Sends SIGKILL to a process. `NoSuchProcess` if it has exited (and been
+/// reaped); a pid reused since is signalled, so callers pass only pids
+/// they know are theirs (a child not yet reaped, a member just listed).
+pub fn kill(pid: Pid) -> Result<(), CgroupError> {
+    signal(pid, rustix::process::Signal::KILL)
+}
+
+/// Sends SIGTERM to a process, asking it to stop (see [`kill`]).
+pub fn terminate(pid: Pid) -> Result<(), CgroupError> {
+    signal(pid, rustix::process::Signal::TERM)
+}
+
+fn signal(pid: Pid, signal: rustix::process::Signal) -> Result<(), CgroupError> {
+    let raw = i32::try_from(pid.get())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(CgroupError::NoSuchProcess { pid })?;
+    match rustix::process::kill_process(raw, signal) {
+        Ok(()) => Ok(()),
+        Err(Errno::SRCH) => Err(CgroupError::NoSuchProcess { pid }),
+        Err(e) => Err(CgroupError::Io { op: "kill", path: dir(pid), source: e.into() }),
+    }
+}
+
+/// Whether this process runs as root (effective uid 0): making cgroups
+/// and adding swap need it.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Sets the nice value of the calling *thread* (Linux nice is per thread):
+/// a benchmark's instrument runs at -10 so it is not starved by the
+/// workloads it measures. Going below 0 needs `CAP_SYS_NICE`.
+pub fn set_thread_nice(nice: i32) -> Result<(), CgroupError> {
+    rustix::process::setpriority_process(None, nice)
+        .map_err(|e| CgroupError::Syscall { call: "setpriority", source: e.into() })
+}
+
 /// Makes this process the reaper of its orphaned descendants
 /// (`PR_SET_CHILD_SUBREAPER`): a process tree CRIU restores is reparented
 /// to it when CRIU exits, so it can be reaped and its exit seen.
@@ -254,6 +292,28 @@ mod tests {
         child.wait().expect("reaped");
         let e = set_oom_score_adj(pid, 0).expect_err("gone");
         assert!(e.to_string().contains("oom_score_adj"), "{e}");
+    }
+
+    #[test]
+    fn signals_a_child() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = Pid::new(child.id()).expect("a pid");
+        terminate(pid).expect("signalled");
+        let status = child.wait().expect("reaped");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(15));
+        assert!(matches!(kill(pid), Err(CgroupError::NoSuchProcess { .. })));
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        kill(Pid::new(child.id()).expect("a pid")).expect("signalled");
+        let status = child.wait().expect("reaped");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    }
+
+    #[test]
+    fn root_and_nice() {
+        assert_eq!(is_root(), rustix::process::geteuid().as_raw() == 0);
+        // Raising one's own nice value needs no privilege; on a thread of
+        // its own, so the other tests keep theirs.
+        std::thread::spawn(|| set_thread_nice(5).expect("renice")).join().expect("thread ran");
     }
 
     #[test]

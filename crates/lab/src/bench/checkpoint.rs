@@ -838,7 +838,7 @@ fn mb(bytes: u64, d: Duration) -> f64 {
 
 /// Runs what the plan asks, telling `say` what happens.
 pub fn run(plan: &CheckpointPlan, mut say: impl FnMut(&str)) -> Result<CheckpointReport> {
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         return Err(CheckpointBenchError::Unsupported(
             "needs root (CRIU, and cgroups for the workers)".into(),
         ));

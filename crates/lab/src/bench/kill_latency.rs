@@ -48,7 +48,9 @@ use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
-use overbook_linux::{fastread, host, host_cgroups, ContainerPath, HostSupport};
+use overbook_linux::{
+    fastread, host, host_cgroups, process, ContainerPath, HostSupport, Outcome, Pid,
+};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -335,7 +337,7 @@ impl Sampler {
             // The instrument must not starve behind the workloads (2 cores,
             // three busy workers): nice -10 for this thread only (Linux nice
             // is per thread); without CAP_SYS_NICE it samples at nice 0.
-            let _ = rustix::process::setpriority_process(None, -10);
+            let _ = process::set_thread_nice(-10);
             let psi = Path::new(host::SYSTEM_PRESSURE);
             let mut out = Vec::with_capacity(64 * 1024);
             loop {
@@ -481,9 +483,9 @@ fn unloaded(plan: &KillPlan, sn: &mut SizeNode, size: u64) -> Result<Trial, Stri
     let mut victim = start_victim(plan, sn, size)?;
     let sampler = Sampler::start(sn);
     std::thread::sleep(Duration::from_millis(20));
-    let pid = rustix::process::Pid::from_raw(victim.pid() as i32).ok_or("bad pid")?;
+    let pid = Pid::new(victim.pid()).ok_or("bad pid")?;
     let issued = Instant::now();
-    let sent = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    let sent = process::kill(pid);
     wait_released(plan, sn, &mut victim, size, Duration::from_secs(60));
     let samples = sampler.finish();
     let mut t = Trial { killer: None, size, ..Trial::default() };
@@ -724,13 +726,11 @@ fn threshold_loop(
                 ));
             }
             let newest = newest_best_effort(&node_dir).ok_or("no best-effort container")?;
-            let procs = std::fs::read_to_string(newest.join("cgroup.procs"))
-                .map_err(|e| format!("{}: {e}", newest.display()))?;
+            let members = newest_members(sn, &newest)?;
             let mut issued = None;
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let Some(pid) = rustix::process::Pid::from_raw(pid) else { continue };
+            for pid in members {
                 issued.get_or_insert_with(Instant::now);
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                let _ = process::kill(pid);
             }
             acted.issued = issued;
             acted.decision_to_issue = issued.map(|i| i - decided);
@@ -752,6 +752,18 @@ fn threshold_loop(
 }
 
 /// The newest `be-*` container directory under `node` (by creation time).
+/// The processes of the container whose directory is `dir` (under the
+/// node), as Kuber's killer lists them: its `cgroup.procs`.
+fn newest_members(sn: &SizeNode, dir: &Path) -> Result<Vec<Pid>, String> {
+    let name = dir.file_name().and_then(|n| n.to_str()).ok_or("a container without a name")?;
+    let container = sn.node.root.child(name).map_err(|e| e.to_string())?;
+    match sn.node.cg.members(&container) {
+        Ok(Outcome::Done(procs)) => Ok(procs.pids),
+        Ok(Outcome::Vanished) => Err(format!("{}: vanished", dir.display())),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
+}
+
 fn newest_best_effort(node: &Path) -> Option<PathBuf> {
     std::fs::read_dir(node)
         .ok()?

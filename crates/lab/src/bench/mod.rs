@@ -134,7 +134,7 @@ pub struct BenchNode {
 impl BenchNode {
     /// Makes `name` (with `limit`, if any) at the top of the hierarchy.
     pub fn new(name: &str, limit: Option<u64>) -> Result<BenchNode, String> {
-        if !rustix::process::geteuid().is_root() {
+        if !overbook_linux::process::is_root() {
             return Err("needs root (it makes cgroups and runs workloads in them)".into());
         }
         let probe = HostSupport::probe();

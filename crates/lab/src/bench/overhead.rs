@@ -57,8 +57,8 @@ struct AgentProcess(Child);
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if let Some(pid) = Pid::new(self.0.id()) {
+            let _ = process::terminate(pid);
         }
         let until = Instant::now() + Duration::from_secs(5);
         while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < until {
