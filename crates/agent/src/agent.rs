@@ -46,7 +46,7 @@ pub enum AgentError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot become a child subreaper (restored tasks would not be reaped): {0}")]
-    Subreaper(std::io::Error),
+    Subreaper(overbook_linux::CgroupError),
 }
 
 /// What one tick did, for the daemon and for tests.
@@ -158,8 +158,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // may checkpoint: other agents start at once and need no criu.
         let images = wants_images.then(|| {
             let mut store = ImageStore::open(&config.checkpoint);
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            store.set_node(format!("{}:{}", host.trim(), config.root));
+            let host = overbook_linux::host::hostname().unwrap_or_default();
+            store.set_node(format!("{host}:{}", config.root));
             store
         });
         let facilities = match &images {
@@ -178,8 +178,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if images.as_ref().is_some_and(ImageStore::usable) {
             // A restored tree's root is reparented to the nearest child
             // subreaper once CRIU exits: this agent, which reaps it.
-            rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-                .map_err(|e| AgentError::Subreaper(e.into()))?;
+            overbook_linux::process::become_child_subreaper().map_err(AgentError::Subreaper)?;
         }
         let pre_dump_interval = config
             .checkpoint

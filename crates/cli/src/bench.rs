@@ -306,15 +306,13 @@ fn bench_sim(set: &[String]) -> Result<()> {
 
 /// `VmHWM` of this process: the most resident memory it ever held.
 fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    overbook_linux::process::own_status().ok()?.vm_hwm.map(|bytes| bytes / 1024)
 }
 
 const MIB: u64 = 1 << 20;
 
 fn need_root(what: &str) -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         anyhow::bail!("{what} makes a node cgroup and runs real workloads in it: it needs root");
     }
     Ok(())
@@ -558,10 +556,10 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
         anyhow::bail!("--warm must be ≥ 0 s and --window ≥ 2 s (workers report once a second)");
     }
     // Anonymous memory squeezed needs somewhere to go.
-    let _swap = if overbook_lab::demo::machine_has_swap() {
+    let _swap = if overbook_linux::swap::machine_has_swap().unwrap_or(false) {
         None
     } else {
-        let swap = overbook_lab::demo::SwapFile::add(&args.scratch, 2 * limit).map_err(|e| {
+        let swap = overbook_linux::swap::SwapFile::add(&args.scratch, 2 * limit).map_err(|e| {
             anyhow::anyhow!("the anon curve needs swap and none could be added: {e}")
         })?;
         eprintln!("added {} MiB of swap for the measurement (removed after)", (2 * limit) >> 20);

@@ -131,7 +131,7 @@ pub fn agent(args: AgentArgs) -> Result<()> {
         println!("config is valid: {config:#?}");
         return Ok(());
     }
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         bail!("the agent manages cgroups and must run as root (try `sudo overbook agent`)");
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -320,7 +320,7 @@ pub fn check(_args: CheckArgs) -> Result<()> {
 }
 
 pub fn demo(args: DemoArgs) -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         bail!(
             "the demo makes a node cgroup and runs real workloads in it, so it needs root \
              (try `sudo overbook demo`); without root, `overbook sim` shows the same policies \

@@ -15,6 +15,7 @@ use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
 use overbook_agent::EventKind;
 use overbook_core::Time;
+use overbook_linux::swap::{machine_has_swap, SwapFile};
 use overbook_linux::{host_cgroups, ContainerPath, HostSupport};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -58,63 +59,6 @@ pub struct DemoSummary {
     pub swap_note: Option<String>,
 }
 
-/// A swap file turned on for a demo or a benchmark; turned off and deleted
-/// on drop.
-#[derive(Debug)]
-pub struct SwapFile {
-    path: PathBuf,
-}
-
-impl SwapFile {
-    /// Writes, formats and turns on a swap file of `size` bytes in `dir`.
-    pub fn add(dir: &Path, size: u64) -> Result<SwapFile, String> {
-        let path = dir.join("overbook-demo.swap");
-        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let made = SwapFile { path: path.clone() };
-        // A swap file must have real blocks: written, not sparse.
-        let chunk = vec![0u8; 1 << 20];
-        let mut w = std::io::BufWriter::new(file);
-        let mut left = size;
-        while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            std::io::Write::write_all(&mut w, &chunk[..n])
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            left -= n as u64;
-        }
-        let file = w.into_inner().map_err(|e| format!("{}: {e}", path.display()))?;
-        file.sync_all().map_err(|e| format!("{}: {e}", path.display()))?;
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        run_tool("mkswap", &path)?;
-        run_tool("swapon", &path)?;
-        Ok(made)
-    }
-}
-
-impl Drop for SwapFile {
-    fn drop(&mut self) {
-        let _ = run_tool("swapoff", &self.path);
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn run_tool(tool: &str, path: &Path) -> Result<(), String> {
-    let out = std::process::Command::new(tool)
-        .arg(path)
-        .output()
-        .map_err(|e| format!("cannot run {tool}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{tool} {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
-/// Whether the machine has swap of its own.
-pub fn machine_has_swap() -> bool {
-    overbook_linux::host::meminfo().map(|m| m.swap_total > 0).unwrap_or(false)
-}
-
 fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         0.0
@@ -129,10 +73,12 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
     let scratch = tempfile_dir(&plan.scratch)?;
     // Dropped last (declared first): swap goes off after the node is gone.
     let (swap, swap_note) = match plan.swap {
-        Some(size) if !machine_has_swap() => match SwapFile::add(scratch.path(), size) {
-            Ok(s) => (Some((s, size)), None),
-            Err(e) => (None, Some(format!("no swap added ({e}); the demo runs without swap"))),
-        },
+        Some(size) if !machine_has_swap().unwrap_or(false) => {
+            match SwapFile::add(scratch.path(), size) {
+                Ok(s) => (Some((s, size)), None),
+                Err(e) => (None, Some(format!("no swap added ({e}); the demo runs without swap"))),
+            }
+        }
         Some(_) => (None, Some("the machine has swap of its own; none added".to_string())),
         None => (None, None),
     };

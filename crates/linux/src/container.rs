@@ -178,6 +178,36 @@ pub enum CgroupVersion {
     V2,
 }
 
+/// The names of the files a reader goes to directly (a benchmark's ~1 ms
+/// sampler, which cannot afford [`crate::ContainerCgroups::counters`]):
+/// the same figure is in a differently named file in each version.
+impl CgroupVersion {
+    /// The memory charged to a cgroup now, bytes, alone in its file.
+    pub fn usage_file(self) -> &'static str {
+        match self {
+            Self::V1 => "memory.usage_in_bytes",
+            Self::V2 => "memory.current",
+        }
+    }
+
+    /// A cgroup's hard memory limit (written as bytes in both versions).
+    pub fn limit_file(self) -> &'static str {
+        match self {
+            Self::V1 => "memory.limit_in_bytes",
+            Self::V2 => "memory.max",
+        }
+    }
+
+    /// The flat keyed file with a cgroup's `oom_kill` counter (v1 has it
+    /// since Linux 4.13).
+    pub fn oom_events_file(self) -> &'static str {
+        match self {
+            Self::V1 => "memory.oom_control",
+            Self::V2 => "memory.events",
+        }
+    }
+}
+
 impl fmt::Display for CgroupVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -294,6 +324,18 @@ mod tests {
             assert!(ContainerPath::new(bad).is_err(), "{bad:?}");
         }
         assert!(p.child("x/y").is_err());
+    }
+
+    #[test]
+    fn file_names_per_version_are_the_kernels() {
+        // Each name is a file captured from (v1) or written for (v2) that version.
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        for (version, dir) in [(CgroupVersion::V1, "v1"), (CgroupVersion::V2, "v2")] {
+            for file in [version.usage_file(), version.limit_file(), version.oom_events_file()] {
+                assert!(fixtures.join(dir).join(file).is_file(), "{dir}/{file}");
+            }
+        }
+        assert_ne!(CgroupVersion::V1.usage_file(), CgroupVersion::V2.usage_file());
     }
 
     #[test]

@@ -66,6 +66,30 @@ pub enum CgroupError {
         /// The pid.
         pid: Pid,
     },
+    /// A process to reap is not a child of this one (or was reaped already).
+    #[error("process {pid} is not a child of this process (or was reaped already)")]
+    NotAChild {
+        /// The pid.
+        pid: Pid,
+    },
+    /// A system call about no file failed (`prctl`, ...).
+    #[error("{call}: {source}")]
+    Syscall {
+        /// The call, with its operation (`prctl(PR_SET_CHILD_SUBREAPER)`).
+        call: &'static str,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+    /// A system tool (`mkswap`, `swapon`) could not run or failed.
+    #[error("{tool} {}: {problem}", path.display())]
+    Tool {
+        /// The tool.
+        tool: &'static str,
+        /// The file it was run on.
+        path: PathBuf,
+        /// Why it could not run, or what it printed on failing.
+        problem: String,
+    },
     /// A state change (freezing, thawing) did not settle in time.
     #[error("{}: {what} did not settle within {waited:?}", path.display())]
     Timeout {

@@ -1,6 +1,8 @@
-//! Node-wide figures from procfs: memory and swap (`/proc/meminfo`),
-//! memory pressure (`/proc/pressure/memory`), memory event counters
-//! (`/proc/vmstat`) and CPU time (`/proc/stat`).
+//! Node-wide figures from procfs: memory and swap (`/proc/meminfo`,
+//! `/proc/swaps`), memory pressure (`/proc/pressure/memory`), memory event
+//! counters (`/proc/vmstat`), CPU time (`/proc/stat`), and what a report
+//! records of the machine (kernel release, host name, CPU model,
+//! swappiness).
 //!
 //! Why apart from the cgroup traits: they describe the machine, not a
 //! container, and are the same whatever the cgroup version.
@@ -9,7 +11,7 @@ use std::path::Path;
 
 use crate::error::CgroupError;
 use crate::fsio;
-use crate::parse::{CpuTimes, MemInfo, Pressure, VmStat};
+use crate::parse::{single_line, CpuInfo, CpuTimes, MemInfo, ParseError, Pressure, Swaps, VmStat};
 
 /// System-wide PSI for memory.
 pub const SYSTEM_PRESSURE: &str = "/proc/pressure/memory";
@@ -40,6 +42,45 @@ pub fn system_pressure() -> Result<Option<Pressure>, CgroupError> {
         }
         Err(source) => Err(CgroupError::Io { op: "read", path: path.to_path_buf(), source }),
     }
+}
+
+/// The swap areas in use.
+pub fn swaps() -> Result<Swaps, CgroupError> {
+    fsio::read_proc(Swaps::FILE, Swaps::parse)
+}
+
+/// The CPU model (x86's `model name`); `None` where the architecture
+/// prints none.
+pub fn cpu_model() -> Result<Option<String>, CgroupError> {
+    fsio::read_proc(CpuInfo::FILE, CpuInfo::parse).map(|c| c.model_name)
+}
+
+/// The running kernel's release (`uname -r`), e.g. `6.1.0-18-amd64`.
+pub fn kernel_release() -> Result<String, CgroupError> {
+    const FILE: &str = "/proc/sys/kernel/osrelease";
+    fsio::read_proc(FILE, |text| word(FILE, text))
+}
+
+/// This machine's host name (`uname -n`).
+pub fn hostname() -> Result<String, CgroupError> {
+    const FILE: &str = "/proc/sys/kernel/hostname";
+    fsio::read_proc(FILE, |text| word(FILE, text))
+}
+
+/// The kernel's global swappiness (0 to 200; 60 by default), which every
+/// cgroup v2 container and every v1 container without its own follows.
+pub fn swappiness() -> Result<u32, CgroupError> {
+    const FILE: &str = "/proc/sys/vm/swappiness";
+    fsio::read_proc(FILE, |text| {
+        let (number, value) = single_line(FILE, text)?;
+        let n = crate::parse::count(FILE, number, "swappiness", value)?;
+        u32::try_from(n).map_err(|_| crate::parse::bad_value(FILE, number, "swappiness", value))
+    })
+}
+
+/// The one line of a one-value sysctl file, trimmed.
+fn word(file: &'static str, text: &str) -> Result<String, ParseError> {
+    single_line(file, text).map(|(_, line)| line.to_owned())
 }
 
 /// What [`protect_self`] achieved.
@@ -87,5 +128,27 @@ mod tests {
         let m = meminfo().expect("/proc/meminfo reads");
         assert!(m.total > 0);
         assert!(m.available_or_free() <= m.total);
+    }
+
+    #[test]
+    fn this_machine_describes_itself() {
+        let release = kernel_release().expect("osrelease reads");
+        assert!(release.chars().next().is_some_and(|c| c.is_ascii_digit()), "{release}");
+        assert!(!release.contains('\n'));
+        let name = hostname().expect("hostname reads");
+        assert!(!name.is_empty() && !name.contains('\n'));
+        assert!(swappiness().expect("swappiness reads") <= 200);
+        let swaps = swaps().expect("/proc/swaps reads");
+        assert!(swaps.areas.iter().all(|a| a.used <= a.size));
+        if cfg!(target_arch = "x86_64") {
+            assert!(cpu_model().expect("cpuinfo reads").is_some_and(|m| !m.is_empty()));
+        }
+    }
+
+    #[test]
+    fn one_value_files_are_one_line() {
+        assert_eq!(word("f", "6.1.0\n"), Ok("6.1.0".to_owned()));
+        assert!(word("f", "").is_err());
+        assert!(word("f", "a\nb\n").is_err());
     }
 }

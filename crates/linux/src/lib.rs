@@ -13,7 +13,11 @@
 //! * [`HostSupport::probe`]: what this host can do, for `overbook check`.
 //!
 //! Beside them, [`criu`] checkpoints and restores process trees with CRIU,
-//! and [`spawn`] starts a program inside a cgroup.
+//! [`spawn`] starts a program inside a cgroup, [`process`] answers about
+//! and acts on single processes (existence, reaping, OOM score, procfs
+//! figures), [`host`] describes the machine, [`swap`] adds a swap file for
+//! a demo, and [`fastread`] reads one counter without allocating, for
+//! benchmarks' millisecond samplers.
 //!
 //! All `unsafe` lives in one private module (`sys`), for the one syscall no
 //! well-kept crate wraps (`process_mrelease`) and the one hook run between
@@ -23,14 +27,17 @@ mod cgroups;
 mod container;
 pub mod criu;
 mod error;
+pub mod fastread;
 mod fsio;
 pub mod host;
 mod kill;
 mod node;
 pub mod parse;
 mod probe;
+pub mod process;
 pub mod psi;
 pub mod spawn;
+pub mod swap;
 mod sys;
 mod v1;
 mod v2;

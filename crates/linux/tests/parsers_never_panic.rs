@@ -3,8 +3,9 @@
 //! lines over the keys the parsers know, and real fixtures with random edits.
 
 use overbook_linux::parse::{
-    ByteCount, CgroupEvents, CgroupProcs, CpuTimes, FreezerState, Limit, MemInfo, MemoryEvents,
-    MemoryStat, Mounts, Pressure, ProcCgroup, V1MemoryStat, VmStat,
+    ByteCount, CgroupEvents, CgroupProcs, CpuInfo, CpuTimes, FreezerState, Limit, MemInfo,
+    MemoryEvents, MemoryStat, Mounts, Pressure, ProcCgroup, ProcessStat, ProcessStatus, Swaps,
+    V1MemoryStat, VmStat,
 };
 use proptest::prelude::*;
 
@@ -31,6 +32,10 @@ fn parse_all(text: &str) {
     check(Mounts::parse(text));
     check(VmStat::parse(text));
     check(CpuTimes::parse(text));
+    check(ProcessStat::parse(text));
+    check(ProcessStatus::parse(text));
+    check(Swaps::parse(text));
+    check(CpuInfo::parse(text));
 }
 
 const FIXTURES: &[&str] = &[
@@ -49,6 +54,10 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/proc/pressure-memory"),
     include_str!("fixtures/proc/vmstat"),
     include_str!("fixtures/proc/stat"),
+    include_str!("fixtures/proc/pid-stat"),
+    include_str!("fixtures/proc/pid-status"),
+    include_str!("fixtures/proc/swaps"),
+    include_str!("fixtures/proc/cpuinfo"),
 ];
 
 const KEYS: &[&str] = &[
@@ -66,6 +75,12 @@ const KEYS: &[&str] = &[
     "kB",
     "cpu",
     "pswpin",
+    "VmHWM:",
+    "Threads:",
+    "Filename",
+    "model name\t:",
+    "(",
+    ")",
     "max",
     "populated",
     "frozen",

@@ -23,7 +23,7 @@ use crate::store::StoredState;
 use crate::tasks::{check_name, Managed, RunError, RunRequest, TaskImage};
 use overbook_core::launch::TaskRequest;
 use overbook_core::{ContainerId, ImageInfo, Preemption, ResumeSite, Time};
-use overbook_linux::{ContainerCgroups, ContainerControl, Outcome, Pid};
+use overbook_linux::{process, ContainerCgroups, ContainerControl, Outcome, Pid};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -465,16 +465,12 @@ fn site_name(site: ResumeSite) -> &'static str {
 /// The exit of a restored tree's root, once it has ended: its status when
 /// this agent (a subreaper) could reap it, else that it is gone.
 pub(super) fn restored_exit(pid: u32) -> Option<String> {
-    let raw = rustix::process::Pid::from_raw(pid as i32)?;
-    match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
-        Ok(Some((_, status))) => Some(match (status.exit_status(), status.terminating_signal()) {
-            (Some(code), _) => format!("exit status: {code}"),
-            (None, Some(sig)) => format!("signal: {sig}"),
-            _ => format!("{status:?}"),
-        }),
+    let pid = Pid::new(pid)?;
+    match process::reap_if_exited(pid) {
+        Ok(Some(exit)) => Some(exit.to_string()),
         Ok(None) => None,
         // Not this agent's child: only its absence can be seen.
-        Err(_) => (!std::path::Path::new(&format!("/proc/{pid}")).exists())
+        Err(_) => (!process::exists(pid))
             .then(|| "exit status unknown (not reparented to the agent)".to_string()),
     }
 }
@@ -484,18 +480,11 @@ pub(super) fn restored_exit(pid: u32) -> Option<String> {
 /// this agent's children, or still dying).
 fn reap_members(members: &[Pid], reaped_elsewhere: Option<Pid>) -> usize {
     let deadline = Instant::now() + REAP_WITHIN;
-    let mut left: Vec<rustix::process::Pid> = members
-        .iter()
-        .filter(|p| Some(**p) != reaped_elsewhere)
-        .filter_map(|p| rustix::process::Pid::from_raw(p.get() as i32))
-        .collect();
+    let mut left: Vec<Pid> =
+        members.iter().copied().filter(|p| Some(*p) != reaped_elsewhere).collect();
     while !left.is_empty() && Instant::now() < deadline {
-        left.retain(|pid| {
-            !matches!(
-                rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::NOHANG),
-                Ok(Some(_)) | Err(_)
-            )
-        });
+        // Reaped, or not ours to reap: either way nothing more to wait for.
+        left.retain(|pid| matches!(process::reap_if_exited(*pid), Ok(None)));
         if !left.is_empty() {
             std::thread::sleep(Duration::from_millis(2));
         }

@@ -34,7 +34,7 @@ use crate::events::EventKind;
 use crate::store::{StoredState, StoredTask, TaskStore};
 use crate::tasks::Managed;
 use overbook_core::{ContainerId, Time};
-use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath, Outcome};
+use overbook_linux::{process, ContainerCgroups, ContainerControl, ContainerPath, Outcome, Pid};
 use serde_json::json;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -346,20 +346,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 }
 
 /// Whether a CRIU process is at work on images directory `dir` (one the
-/// earlier agent started, which outlives it).
+/// earlier agent started, which outlives it). `false` when `/proc` cannot
+/// be listed: the images are then taken as they are.
 fn criu_working_on(dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
     let dir = dir.as_os_str().as_bytes();
-    entries.filter_map(Result::ok).any(|e| {
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else { return false };
-        let mut args = cmdline.split(|b| *b == 0);
-        let is_criu = args.next().is_some_and(|a| a.ends_with(b"criu"));
-        is_criu && args.any(|a| a == dir)
+    process::any_running(|argv| {
+        argv.split_first()
+            .is_some_and(|(program, args)| program.ends_with(b"criu") && args.contains(&dir))
     })
+    .unwrap_or(false)
 }
 
 /// Whether a process with this pid exists (a pid reused since is taken for
 /// the task: it only delays the task's end being recorded).
 pub(super) fn process_exists(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+    Pid::new(pid).is_some_and(process::exists)
 }

@@ -168,16 +168,8 @@ pub fn run(plan: &CalibratePlan, mut say: impl FnMut(&str)) -> Result<String, St
 
 fn render(plan: &CalibratePlan, curves: &[(&str, Vec<Measured>)]) -> String {
     let mem = host::meminfo().ok();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_default();
+    let kernel = host::kernel_release().unwrap_or_default();
+    let cpu = host::cpu_model().ok().flatten().unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let q = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
@@ -196,7 +188,7 @@ fn render(plan: &CalibratePlan, curves: &[(&str, Vec<Measured>)]) -> String {
         writeln!(out, "# pages of anonymous memory (evictions go to swap), `file` reads random");
     let _ = writeln!(out, "# pages of a file with pread (evictions drop page cache).");
     let _ = writeln!(out, "version = 1\n\n[machine]");
-    let _ = writeln!(out, "kernel = \"{}\"", q(kernel.trim()));
+    let _ = writeln!(out, "kernel = \"{}\"", q(&kernel));
     let _ = writeln!(out, "cpu = \"{}\"", q(&cpu));
     let _ = writeln!(out, "cores = {cores}");
     let _ = writeln!(out, "memory = {}", mem.map_or(0, |m| m.total));
@@ -208,10 +200,7 @@ fn render(plan: &CalibratePlan, curves: &[(&str, Vec<Measured>)]) -> String {
     let _ = writeln!(out, "workers = 1\nrepetitions = 1");
     let _ = writeln!(out, "warm_secs = {}", plan.warm.as_secs_f64());
     let _ = writeln!(out, "measure_secs = {}", plan.window.as_secs_f64());
-    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(60);
+    let swappiness = host::swappiness().unwrap_or(60);
     let _ = writeln!(out, "swappiness = {swappiness}");
     for (mode, points) in curves {
         let speeds = speeds(points);

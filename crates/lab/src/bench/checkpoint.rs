@@ -34,7 +34,7 @@
 
 use super::{BenchNode, MIB};
 use overbook_linux::criu::{Criu, CriuError, DumpReport, ImageSizes, TreeOptions};
-use overbook_linux::{ContainerPath, Outcome, Pid};
+use overbook_linux::{host, process, ContainerPath, Outcome, Pid};
 use serde::Serialize;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -474,7 +474,7 @@ impl Lab {
             if let Ok(text) = fs::read_to_string(&path) {
                 return Ok(text);
             }
-            if !Path::new(&format!("/proc/{}", w.pid)).exists() || self.exited(w.pid) {
+            if !process::exists(w.pid) || self.exited(w.pid) {
                 return Err(CheckpointBenchError::Worker {
                     tag: w.tag.clone(),
                     what: format!("died before writing {name}"),
@@ -610,7 +610,7 @@ impl Lab {
             if let Ok(text) = fs::read_to_string(&path) {
                 return Ok(text);
             }
-            if !Path::new(&format!("/proc/{}", w.pid)).exists() {
+            if !process::exists(w.pid) {
                 return Err(CheckpointBenchError::Worker {
                     tag: w.tag.clone(),
                     what: format!("restored, it died before writing {name}"),
@@ -628,15 +628,14 @@ impl Lab {
 
     /// Waits for a restored root to exit and reaps it; its exit code.
     fn reap_restored(&mut self, w: &Running) -> Result<i32> {
-        let raw = raw_pid(w.pid)?;
         let start = Instant::now();
         loop {
-            match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
-                Ok(Some((_, status))) => {
+            match process::reap_if_exited(w.pid) {
+                Ok(Some(exit)) => {
                     self.restored.retain(|p| *p != w.pid);
-                    return status.exit_status().ok_or_else(|| CheckpointBenchError::Worker {
+                    return exit.code().ok_or_else(|| CheckpointBenchError::Worker {
                         tag: w.tag.clone(),
-                        what: format!("restored, it ended by {status:?}"),
+                        what: format!("restored, it ended by {exit}"),
                     });
                 }
                 Ok(None) if start.elapsed() < PATIENCE => {
@@ -649,10 +648,9 @@ impl Lab {
                     })
                 }
                 Err(e) => {
-                    return Err(CheckpointBenchError::Io {
-                        op: "wait for the restored",
-                        path: format!("pid {}", w.pid).into(),
-                        source: e.into(),
+                    return Err(CheckpointBenchError::Worker {
+                        tag: w.tag.clone(),
+                        what: format!("restored, it could not be waited for: {e}"),
                     })
                 }
             }
@@ -675,25 +673,13 @@ impl Drop for Lab {
         }
         // Killed with their cgroups; reaped here, or they would stay zombies.
         for pid in &self.restored {
-            if let Ok(raw) = raw_pid(*pid) {
-                let start = Instant::now();
-                while matches!(
-                    rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG),
-                    Ok(None)
-                ) && start.elapsed() < SETTLE
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+            let start = Instant::now();
+            while matches!(process::reap_if_exited(*pid), Ok(None)) && start.elapsed() < SETTLE {
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
         // Then `node` (removes the cgroups) and `store` drop, in that order.
     }
-}
-
-fn raw_pid(pid: Pid) -> Result<rustix::process::Pid> {
-    i32::try_from(pid.get()).ok().and_then(rustix::process::Pid::from_raw).ok_or_else(|| {
-        CheckpointBenchError::Worker { tag: String::new(), what: format!("bad pid {pid}") }
-    })
 }
 
 /// The bytes a worker rewrites: whole pages, at least one.
@@ -852,7 +838,7 @@ fn mb(bytes: u64, d: Duration) -> f64 {
 
 /// Runs what the plan asks, telling `say` what happens.
 pub fn run(plan: &CheckpointPlan, mut say: impl FnMut(&str)) -> Result<CheckpointReport> {
-    if !rustix::process::geteuid().is_root() {
+    if !overbook_linux::process::is_root() {
         return Err(CheckpointBenchError::Unsupported(
             "needs root (CRIU, and cgroups for the workers)".into(),
         ));
@@ -860,7 +846,7 @@ pub fn run(plan: &CheckpointPlan, mut say: impl FnMut(&str)) -> Result<Checkpoin
     let (criu, criu_version) = criu_here()?;
     // Restored roots are reparented to us when CRIU exits: we reap them and
     // see how they ended.
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
+    process::become_child_subreaper().map_err(|e| {
         CheckpointBenchError::Unsupported(format!("cannot become a child subreaper: {e}"))
     })?;
     let store = tempfile::Builder::new()
@@ -873,9 +859,7 @@ pub fn run(plan: &CheckpointPlan, mut say: impl FnMut(&str)) -> Result<Checkpoin
     let mut report = CheckpointReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
         command: plan.command.clone(),
-        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
+        kernel: host::kernel_release().unwrap_or_default(),
         criu: format!("{criu_version} ({})", criu.binary().display()),
         store: store.path().to_path_buf(),
         store_fs,

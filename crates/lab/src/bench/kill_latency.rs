@@ -42,17 +42,16 @@
 //!   before any stall: those kills are counted as `before stall`.
 
 use super::timed::Timed;
-use super::{
-    read_keyed, read_number, read_psi_some_total, set_oom_score_adj, BenchNode, Percentiles,
-    Worker, WorkloadProgram, MIB,
-};
+use super::{set_oom_score_adj, BenchNode, Percentiles, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
 use overbook_agent::EventKind;
 use overbook_core::Time;
 use overbook_linux::psi::PsiTrigger;
-use overbook_linux::{host, host_cgroups, ContainerPath, HostSupport};
+use overbook_linux::{
+    fastread, host, host_cgroups, process, ContainerPath, HostSupport, Outcome, Pid,
+};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -207,10 +206,7 @@ pub fn run(
         trials.append(&mut t);
     }
     Ok(KillLatencyReport {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        kernel: host::kernel_release().unwrap_or_default(),
         cgroup_version: version,
         reader: plan.reader,
         tolerance_s: plan.tolerance,
@@ -342,17 +338,17 @@ impl Sampler {
             // The instrument must not starve behind the workloads (2 cores,
             // three busy workers): nice -10 for this thread only (Linux nice
             // is per thread); without CAP_SYS_NICE it samples at nice 0.
-            let _ = rustix::process::setpriority_process(None, -10);
+            let _ = process::set_thread_nice(-10);
             let psi = Path::new(host::SYSTEM_PRESSURE);
             let mut out = Vec::with_capacity(64 * 1024);
             loop {
                 // One last sample after being told to stop.
                 let last = flag.load(Ordering::Relaxed);
                 let s = Sample {
-                    psi: read_psi_some_total(psi).unwrap_or(0),
-                    victim: read_number(&victim_usage).unwrap_or(u64::MAX),
-                    node: read_number(&node_usage).unwrap_or(0),
-                    oom: read_keyed(&oom, "oom_kill").unwrap_or(0),
+                    psi: fastread::psi_some_total(psi).unwrap_or(0),
+                    victim: fastread::number(&victim_usage).unwrap_or(u64::MAX),
+                    node: fastread::number(&node_usage).unwrap_or(0),
+                    oom: fastread::keyed(&oom, "oom_kill").unwrap_or(0),
                     at: Instant::now(),
                 };
                 out.push(s);
@@ -392,7 +388,7 @@ fn wait_quiet(sn: &SizeNode, still: Duration, max: Duration) -> bool {
             .as_ref()
             .and_then(|r| sn.node.cg.counters(r).ok()?.done())
             .map(|c| c.major_faults + c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0));
-        (read_psi_some_total(psi), faults)
+        (fastread::psi_some_total(psi).ok(), faults)
     };
     let until = Instant::now() + max;
     let mut last = state();
@@ -441,7 +437,7 @@ fn wait_released(plan: &KillPlan, sn: &SizeNode, victim: &mut Worker, size: u64,
     let file = sn.node.usage_file(Some(&sn.victim));
     let until = Instant::now() + max;
     while Instant::now() < until {
-        let usage = read_number(&file).unwrap_or(0);
+        let usage = fastread::number(&file).unwrap_or(0);
         if victim.exited() && (usage as f64) <= plan.released_below * size as f64 {
             break;
         }
@@ -488,9 +484,9 @@ fn unloaded(plan: &KillPlan, sn: &mut SizeNode, size: u64) -> Result<Trial, Stri
     let mut victim = start_victim(plan, sn, size)?;
     let sampler = Sampler::start(sn);
     std::thread::sleep(Duration::from_millis(20));
-    let pid = rustix::process::Pid::from_raw(victim.pid() as i32).ok_or("bad pid")?;
+    let pid = Pid::new(victim.pid()).ok_or("bad pid")?;
     let issued = Instant::now();
-    let sent = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    let sent = process::kill(pid);
     wait_released(plan, sn, &mut victim, size, Duration::from_secs(60));
     let samples = sampler.finish();
     let mut t = Trial { killer: None, size, ..Trial::default() };
@@ -723,7 +719,8 @@ fn threshold_loop(
     loop {
         let woke = Instant::now();
         acted.wakes.push((woke, "timer"));
-        let usage = read_number(&usage_file).ok_or("cannot read the node's usage")?;
+        let usage = fastread::number(&usage_file)
+            .map_err(|e| format!("cannot read the node's usage: {}", e.at(&usage_file)))?;
         let free = limit - usage as f64;
         if free < plan.threshold * limit {
             let decided = Instant::now();
@@ -735,13 +732,11 @@ fn threshold_loop(
                 ));
             }
             let newest = newest_best_effort(&node_dir).ok_or("no best-effort container")?;
-            let procs = std::fs::read_to_string(newest.join("cgroup.procs"))
-                .map_err(|e| format!("{}: {e}", newest.display()))?;
+            let members = newest_members(sn, &newest)?;
             let mut issued = None;
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let Some(pid) = rustix::process::Pid::from_raw(pid) else { continue };
+            for pid in members {
                 issued.get_or_insert_with(Instant::now);
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                let _ = process::kill(pid);
             }
             acted.issued = issued;
             acted.decision_to_issue = issued.map(|i| i - decided);
@@ -763,6 +758,18 @@ fn threshold_loop(
 }
 
 /// The newest `be-*` container directory under `node` (by creation time).
+/// The processes of the container whose directory is `dir` (under the
+/// node), as Kuber's killer lists them: its `cgroup.procs`.
+fn newest_members(sn: &SizeNode, dir: &Path) -> Result<Vec<Pid>, String> {
+    let name = dir.file_name().and_then(|n| n.to_str()).ok_or("a container without a name")?;
+    let container = sn.node.root.child(name).map_err(|e| e.to_string())?;
+    match sn.node.cg.members(&container) {
+        Ok(Outcome::Done(procs)) => Ok(procs.pids),
+        Ok(Outcome::Vanished) => Err(format!("{}: vanished", dir.display())),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
+}
+
 fn newest_best_effort(node: &Path) -> Option<PathBuf> {
     std::fs::read_dir(node)
         .ok()?

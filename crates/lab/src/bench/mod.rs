@@ -18,11 +18,12 @@ mod timed;
 
 use overbook_agent::spawn::command_in;
 use overbook_linux::{
-    host_cgroups, CgroupVersion, ContainerPath, HostSupport, Limit, NodeCgroups, Outcome,
+    host_cgroups, process, CgroupVersion, ContainerPath, HostSupport, Limit, NodeCgroups, Outcome,
+    Pid, Protection,
 };
 use serde::Serialize;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
@@ -113,8 +114,8 @@ impl Worker {
 
 /// Sets a process's `oom_score_adj` (-1000 never chosen .. 1000 first).
 pub fn set_oom_score_adj(pid: u32, adj: i32) -> Result<(), String> {
-    std::fs::write(format!("/proc/{pid}/oom_score_adj"), adj.to_string())
-        .map_err(|e| format!("/proc/{pid}/oom_score_adj: {e}"))
+    let pid = Pid::new(pid).ok_or_else(|| format!("{pid} is no pid"))?;
+    process::set_oom_score_adj(pid, adj).map_err(|e| e.to_string())
 }
 
 /// A node cgroup at the top of the memory hierarchy with containers and
@@ -133,7 +134,7 @@ pub struct BenchNode {
 impl BenchNode {
     /// Makes `name` (with `limit`, if any) at the top of the hierarchy.
     pub fn new(name: &str, limit: Option<u64>) -> Result<BenchNode, String> {
-        if !rustix::process::geteuid().is_root() {
+        if !overbook_linux::process::is_root() {
             return Err("needs root (it makes cgroups and runs workloads in them)".into());
         }
         let probe = HostSupport::probe();
@@ -162,30 +163,22 @@ impl BenchNode {
 
     /// The memory usage file of a container (or the node).
     pub fn usage_file(&self, container: Option<&ContainerPath>) -> PathBuf {
-        let file = match self.version {
-            CgroupVersion::V1 => "memory.usage_in_bytes",
-            CgroupVersion::V2 => "memory.current",
-        };
-        self.dir(container).join(file)
+        self.dir(container).join(self.version.usage_file())
     }
 
     /// Sets the node's memory limit.
     pub fn set_limit(&self, bytes: u64) -> Result<(), String> {
-        let file = match self.version {
-            CgroupVersion::V1 => "memory.limit_in_bytes",
-            CgroupVersion::V2 => "memory.max",
-        };
-        let path = self.dir(None).join(file);
-        std::fs::write(&path, bytes.to_string()).map_err(|e| format!("{}: {e}", path.display()))
+        let max = Protection { max: Some(Limit::Bytes(bytes)), ..Protection::default() };
+        match self.cg.protect(&self.root, &max) {
+            Ok(Outcome::Done(())) => Ok(()),
+            Ok(Outcome::Vanished) => Err(format!("the node {} vanished", self.root)),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// The file with a container's (or the node's) `oom_kill` counter.
     pub fn oom_file(&self, container: Option<&ContainerPath>) -> PathBuf {
-        let file = match self.version {
-            CgroupVersion::V1 => "memory.oom_control",
-            CgroupVersion::V2 => "memory.events",
-        };
-        self.dir(container).join(file)
+        self.dir(container).join(self.version.oom_events_file())
     }
 
     /// Makes a container under the node (if this node did not yet).
@@ -297,45 +290,6 @@ impl Drop for BenchNode {
         }
         let _ = self.cg.remove(&self.root);
     }
-}
-
-/// Reads a file of one decimal number (usage files).
-pub fn read_number(path: &Path) -> Option<u64> {
-    let mut buf = [0u8; 64];
-    let n = read_into(path, &mut buf)?;
-    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
-}
-
-/// Reads the `key N` line of a flat keyed file (`oom_kill` in `memory.oom_control`).
-pub fn read_keyed(path: &Path, key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        (it.next()? == key).then(|| it.next()?.parse().ok())?
-    })
-}
-
-/// `some total=` of a PSI file, in microseconds.
-pub fn read_psi_some_total(path: &Path) -> Option<u64> {
-    let mut buf = [0u8; 256];
-    let n = read_into(path, &mut buf)?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    let some = text.lines().find(|l| l.starts_with("some "))?;
-    some.split_whitespace().find_map(|f| f.strip_prefix("total="))?.parse().ok()
-}
-
-fn read_into(path: &Path, buf: &mut [u8]) -> Option<usize> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(_) => return None,
-        }
-    }
-    Some(n)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! (`VmRSS`) resident memory from `/proc/<pid>/status`.
 
 use super::{BenchNode, Percentiles};
+use overbook_linux::{process, Pid};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -56,8 +57,8 @@ struct AgentProcess(Child);
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if let Some(pid) = Pid::new(self.0.id()) {
+            let _ = process::terminate(pid);
         }
         let until = Instant::now() + Duration::from_secs(5);
         while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < until {
@@ -69,26 +70,9 @@ impl Drop for AgentProcess {
 }
 
 /// `(utime, stime)` of a process, clock ticks.
-fn cpu_ticks(pid: u32) -> Result<(u64, u64), String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("/proc/{pid}/stat: {e} (did the agent exit?)"))?;
-    // Fields after the command (which may hold spaces) start after ')'.
-    let rest = text.rsplit_once(')').map(|(_, r)| r).ok_or("bad /proc/pid/stat")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime is field 14, stime 15.
-    let n = |i: usize| f.get(i - 3).and_then(|s| s.parse().ok()).ok_or("bad /proc/pid/stat");
-    Ok((n(14)?, n(15)?))
-}
-
-fn status_kib(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+fn cpu_ticks(pid: Pid) -> Result<(u64, u64), String> {
+    let stat = process::stat(pid).map_err(|e| format!("{e} (did the agent exit?)"))?;
+    Ok((stat.utime, stat.stime))
 }
 
 /// Runs the benchmark, telling `tick` each second of the window as it passes.
@@ -130,25 +114,26 @@ pub fn run(
         .map_err(|e| format!("cannot start {} agent: {e}", plan.overbook.display()))?;
     let agent = AgentProcess(child);
     let pid = agent.0.id();
+    let agent_pid = Pid::new(pid).ok_or("the agent has no pid")?;
     say(&format!("agent pid {pid}; warming up {:?}", plan.warmup));
     std::thread::sleep(plan.warmup);
     // /proc reports CPU time in USER_HZ ticks, 100 per second on every Linux ABI.
     let hz = 100.0;
-    let (u0, s0) = cpu_ticks(pid)?;
+    let (u0, s0) = cpu_ticks(agent_pid)?;
     let start = Instant::now();
     let mut last = (u0 + s0, start);
     let mut per_second = Vec::new();
     for s in 1..=plan.seconds {
         let next = start + Duration::from_secs(s);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        let (u, st) = cpu_ticks(pid)?;
+        let (u, st) = cpu_ticks(agent_pid)?;
         let now = Instant::now();
         let d = (u + st).saturating_sub(last.0) as f64 / hz;
         per_second.push(100.0 * d / (now - last.1).as_secs_f64());
         last = (u + st, now);
         tick(s);
     }
-    let (u1, s1) = cpu_ticks(pid)?;
+    let (u1, s1) = cpu_ticks(agent_pid)?;
     let wall = start.elapsed().as_secs_f64();
     let user = (u1 - u0) as f64 / hz;
     let system = (s1 - s0) as f64 / hz;
@@ -157,6 +142,7 @@ pub fn run(
         .and_then(|b| serde_json::from_str::<overbook_agent::NodeStatus>(&b).ok())
         .map_or(0, |s| s.containers.len());
     let samples = wall / plan.period.as_secs_f64();
+    let status = process::status(agent_pid).ok();
     let report = OverheadReport {
         containers: plan.containers,
         containers_seen: seen,
@@ -166,10 +152,10 @@ pub fn run(
         user_percent: 100.0 * user / wall,
         system_percent: 100.0 * system / wall,
         cpu_ms_per_sample: 1e3 * (user + system) / samples,
-        vm_hwm_kib: status_kib(pid, "VmHWM:"),
-        vm_rss_kib: status_kib(pid, "VmRSS:"),
-        vm_lck_kib: status_kib(pid, "VmLck:"),
-        threads: status_kib(pid, "Threads:"),
+        vm_hwm_kib: status.and_then(|s| s.vm_hwm).unwrap_or(0) / 1024,
+        vm_rss_kib: status.and_then(|s| s.vm_rss).unwrap_or(0) / 1024,
+        vm_lck_kib: status.and_then(|s| s.vm_lck).unwrap_or(0) / 1024,
+        threads: status.map_or(0, |s| s.threads),
         cpu_percent_per_second: Percentiles::of(&per_second),
         agent_pid: pid,
     };

@@ -20,13 +20,14 @@
 //! of its own, removed with it: on a tmpfs scratch (the VM's), pages stay
 //! charged to whoever first wrote them, whatever later reads them.
 
-use super::{read_number, BenchNode, Worker, WorkloadProgram, MIB};
+use super::{BenchNode, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
 use overbook_agent::events::EventLog;
 use overbook_agent::EventKind;
 use overbook_core::reclaim::water_fill;
 use overbook_core::Time;
+use overbook_linux::fastread;
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -219,7 +220,7 @@ impl Scene {
             .root
             .child(name)
             .ok()
-            .and_then(|p| read_number(&self.node.usage_file(Some(&p))))
+            .and_then(|p| fastread::number(&self.node.usage_file(Some(&p))).ok())
             .unwrap_or(0)
     }
 
@@ -352,8 +353,11 @@ fn recency_run(
     scene.run_for(Duration::from_secs(3), |_| {})?;
     let a_rate_before = mean(&scene.rates("a-active"));
     let (a_before, b_before) = (scene.usage("a-active"), scene.usage("b-idle"));
-    let node_usage =
-        read_number(&scene.node.usage_file(None)).ok_or("cannot read the node's usage")?;
+    let node_usage = {
+        let file = scene.node.usage_file(None);
+        fastread::number(&file)
+            .map_err(|e| format!("cannot read the node's usage: {}", e.at(&file)))?
+    };
     scene.node.set_limit(node_usage + c_size - b_before / 2)?;
     let ramp = per_s(plan, 32).to_string();
     scene.start(

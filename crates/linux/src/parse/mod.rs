@@ -8,6 +8,7 @@
 //! skipped, because newer kernels keep adding them; fields only some kernels
 //! print are `Option`.
 
+mod cpuinfo;
 mod freezer;
 mod meminfo;
 mod memory_events;
@@ -16,12 +17,16 @@ mod mounts;
 mod oom_control;
 mod pressure;
 mod proc_cgroup;
+mod proc_pid_stat;
+mod proc_pid_status;
 mod proc_stat;
 mod procs;
+mod swaps;
 mod v1_stat;
 mod value;
 mod vmstat;
 
+pub use cpuinfo::CpuInfo;
 pub use freezer::{CgroupEvents, FreezerState};
 pub use meminfo::MemInfo;
 pub use memory_events::MemoryEvents;
@@ -30,8 +35,11 @@ pub use mounts::{Mount, Mounts};
 pub use oom_control::V1OomControl;
 pub use pressure::{Pressure, PsiLine};
 pub use proc_cgroup::{CgroupMembership, ProcCgroup};
+pub use proc_pid_stat::ProcessStat;
+pub use proc_pid_status::ProcessStatus;
 pub use proc_stat::CpuTimes;
 pub use procs::{CgroupProcs, Pid};
+pub use swaps::{SwapArea, Swaps};
 pub use v1_stat::V1MemoryStat;
 pub use value::{ByteCount, Limit};
 pub use vmstat::VmStat;

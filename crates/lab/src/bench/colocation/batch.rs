@@ -204,9 +204,10 @@ impl Runner {
                         .running
                         .iter()
                         .map(|r| {
-                            let used =
-                                super::super::read_number(&node.usage_file(Some(&r.container)))
-                                    .unwrap_or(0);
+                            let used = overbook_linux::fastread::number(
+                                &node.usage_file(Some(&r.container)),
+                            )
+                            .unwrap_or(0);
                             self.jobs[r.job].peak().saturating_sub(used)
                         })
                         .sum();

@@ -200,8 +200,8 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
     // as programs on another machine would be out of reach. Production and
     // best-effort set their own (a kubelet's -997 and 1000).
     super::set_oom_score_adj(std::process::id(), -1000)?;
-    let swaps = std::fs::read_to_string("/proc/swaps").map_err(|e| format!("/proc/swaps: {e}"))?;
-    if swaps.lines().count() < 2 {
+    let swaps = host::swaps().map_err(|e| e.to_string())?;
+    if swaps.areas.is_empty() {
         return Err("no swap: the comparison needs a machine with swap (scripts/vm gives its \
                     guest zram)"
             .into());
