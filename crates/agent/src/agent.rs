@@ -586,8 +586,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // Everything for the log is made after the action, not before it.
         let evidence = self.evidence_json(evidence);
         let timings = json!({
-            "decision_to_issue_us": issued.duration_since(decided).as_micros() as u64,
-            "action_us": finished.duration_since(issued).as_micros() as u64,
+            "decision_to_issue_us": overbook_core::convert::u128_to_u64(issued.duration_since(decided).as_micros()),
+            "action_us": overbook_core::convert::u128_to_u64(finished.duration_since(issued).as_micros()),
         });
         match result {
             Ok(Outcome::Done(report)) => {
@@ -704,7 +704,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         Ok(Outcome::Done(json!({
             "reclaimed": reclaimed,
-            "swap_out_us": started.elapsed().as_micros() as u64,
+            "swap_out_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()),
         })))
     }
 
@@ -852,7 +852,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let started = Instant::now();
         let detail = match self.view.cgroups().reclaim(&path, bytes) {
             Ok(Outcome::Done(got)) => {
-                json!({ "asked": bytes, "reclaimed": got, "usage_before": usage, "took_us": started.elapsed().as_micros() as u64 })
+                json!({ "asked": bytes, "reclaimed": got, "usage_before": usage, "took_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()) })
             }
             Ok(Outcome::Vanished) => return,
             Err(e) => json!({ "asked": bytes, "error": e.to_string() }),

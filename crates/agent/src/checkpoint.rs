@@ -359,7 +359,7 @@ fn measure_at(path: &Path) -> io::Result<(f64, f64)> {
     let mut f =
         OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     for i in 0..PROBE_BYTES / block.len() {
-        block[0] = i as u8;
+        block[0] = i.to_le_bytes()[0];
         f.write_all(&block)?;
     }
     f.sync_all()?;

@@ -447,7 +447,7 @@ fn check_absolute(key: &str, p: PathBuf) -> Result<PathBuf, ConfigError> {
 /// A size: bytes as an integer, or a string with a binary unit (`"8GiB"`, `"512M"`).
 fn parse_size(v: &toml::Value) -> Result<u64, String> {
     match v {
-        toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
+        toml::Value::Integer(n) if *n > 0 => Ok(n.unsigned_abs()),
         toml::Value::String(s) => parse_size_text(s),
         other => Err(format!("{other} is not a size: give bytes or a string like \"8GiB\"")),
     }
@@ -471,7 +471,7 @@ pub fn parse_size_text(s: &str) -> Result<u64, String> {
     if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
         return Err(format!("{s:?} must be more than 0 bytes"));
     }
-    Ok(bytes as u64)
+    Ok(overbook_core::convert::to_u64(bytes))
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ pub fn run(
     }
 
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     let mut published = 0;
     let mut fired = Vec::new();
     let mut said_refused = shared.refusals();

@@ -381,13 +381,13 @@ mod tests {
         // not read yet: the pipe fills and the writer's next write blocks.
         let reader = OpenOptions::new()
             .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .custom_flags(i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).expect("a flag"))
             .open(&fifo)
             .expect("open fifo");
         let mut log = EventLog::to_file(&fifo, 10).expect("open");
         let padded =
             |i| Event { detail: serde_json::json!({ "pad": "x".repeat(1000) }), ..event(i) };
-        for i in 0..(QUEUE as u32 + 200) {
+        for i in 0..(u32::try_from(QUEUE).expect("small") + 200) {
             log.record(padded(i)).expect("no failure reported");
         }
         let dropped = log.file.as_ref().map_or(0, |f| f.dropped);

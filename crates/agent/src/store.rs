@@ -527,7 +527,7 @@ impl TaskStore {
                     at,
                     image,
                     task.progress.as_secs_f64(),
-                    task.usage as i64
+                    overbook_core::convert::u64_to_i64(task.usage)
                 ],
             )
             .and_then(|_| tx.execute(ADD_TRANSITION, params![task.request.name, state, at, detail]))
@@ -640,12 +640,15 @@ impl TaskStore {
             .transaction()
             .map_err(|error| StoreError::Sql { path: self.path.clone(), error })?;
         let done = tx
-            .execute(ADD_PROFILE, params![job, peak as i64, runtime.as_secs_f64()])
+            .execute(
+                ADD_PROFILE,
+                params![job, overbook_core::convert::u64_to_i64(peak), runtime.as_secs_f64()],
+            )
             .and_then(|_| {
                 tx.execute(
                     "DELETE FROM profiles WHERE job = ?1 AND seq NOT IN
                      (SELECT seq FROM profiles WHERE job = ?1 ORDER BY seq DESC LIMIT ?2)",
-                    params![job, keep as i64],
+                    params![job, i64::try_from(keep).unwrap_or(i64::MAX)],
                 )
             })
             .and_then(|_| tx.commit());
@@ -816,7 +819,7 @@ fn task_from_row(row: &[Value]) -> Result<StoredTask, String> {
     let pid = match row[5] {
         Value::Null => None,
         // A pid is a positive pid_t.
-        Value::Integer(p) if (1..=i64::from(i32::MAX)).contains(&p) => Some(p as u32),
+        Value::Integer(p) if (1..=i64::from(i32::MAX)).contains(&p) => u32::try_from(p).ok(),
         _ => return Err(format!("pid {} is not a process id", show(&row[5]))),
     };
     let image = match &row[6] {

@@ -31,6 +31,12 @@ impl Time {
     }
 
     /// From fractional seconds; negative and NaN inputs clamp to zero.
+    /// A span from the start of time (a caller's clock reading since its
+    /// start), saturating.
+    pub fn from_duration(d: Duration) -> Time {
+        Time(crate::convert::u128_to_u64(d.as_micros()))
+    }
+
     pub fn from_secs_f64(s: f64) -> Time {
         if s.is_nan() || s <= 0.0 {
             Time(0)

@@ -79,7 +79,9 @@ impl Chain {
         let pages = self.pages()?;
         let mut memory: Vec<u64> = (0..pages * WORDS_PER_PAGE).map(|i| mix(i as u64 + 1)).collect();
         say("ready".into())?;
-        let window = ((pages as f64 * self.dirty.clamp(0.0, 1.0)).ceil() as usize).clamp(1, pages);
+        let window =
+            overbook_core::convert::to_usize((pages as f64 * self.dirty.clamp(0.0, 1.0)).ceil())
+                .clamp(1, pages);
         let mut h: u64 = 0x0123_4567_89ab_cdef;
         for step in 0..self.steps {
             self.wait_at_gate(step + 1);

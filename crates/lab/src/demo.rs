@@ -159,7 +159,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
     let mut next_report = Instant::now();
     let mut seen = 0;
     while start.elapsed() < plan.phase * 2 {
-        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let now = Time::from_duration(start.elapsed());
         let tick = agent.tick(now).map_err(|e| e.to_string())?;
         for (path, how) in &tick.preempted {
             say(&format!(

@@ -201,7 +201,7 @@ fn anon(w: &Workload, out: &mut dyn Write) -> io::Result<()> {
     }
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     touch_loop(w.hold, out, || {
-        let p = (rng.next() % pages as u64) as usize;
+        let p = overbook_core::convert::u64_to_usize(rng.next() % pages as u64);
         memory[p * PAGE] = memory[p * PAGE].wrapping_add(1);
         Ok(())
     })
@@ -215,7 +215,7 @@ fn fill(f: &File, from: u64, len: u64) -> io::Result<()> {
     let chunk = vec![7u8; 1 << 20];
     let mut at = from;
     while at < from + len {
-        let n = chunk.len().min((from + len - at) as usize);
+        let n = chunk.len().min(overbook_core::convert::u64_to_usize(from + len - at));
         f.write_all_at(&chunk[..n], at)?;
         at += n as u64;
     }

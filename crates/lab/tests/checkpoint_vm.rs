@@ -93,7 +93,7 @@ fn answer(log: &Path) -> Option<String> {
 }
 
 fn now(start: Instant) -> Time {
-    Time::from_micros(start.elapsed().as_micros() as u64)
+    Time::from_duration(start.elapsed())
 }
 
 fn finished(a: &Agent<Box<dyn NodeCgroups>>, name: &str) -> bool {

@@ -137,7 +137,7 @@ fn a_best_effort_run_waits_until_its_memory_fits_then_runs_and_finishes() {
     let Some(node) = Node::new("run", 256 * MIB) else { return };
     let mut agent = node.agent(KILL);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.tick(now()).expect("tick");
     let run = |name: &str, class, peak: Option<u64>, args: &[&str]| RunRequest {
         name: name.into(),
@@ -193,7 +193,7 @@ fn a_run_task_killed_by_a_preemption_is_queued_again_not_lost() {
     node.production_reader(150);
     let mut agent = node.agent(KILL);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.tick(now()).expect("tick");
     for name in ["be-a", "be-b"] {
         let request = RunRequest {
@@ -282,7 +282,7 @@ fn run_tasks_outlive_an_agent_that_dies() {
     config.state_db = Some(db.clone());
     let cg = || host_cgroups(&HostSupport::probe()).expect("host cgroups");
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     let run = |name: &str, class, peak: u64, args: &[&str]| RunRequest {
         name: name.into(),
         class,
@@ -307,7 +307,7 @@ fn run_tasks_outlive_an_agent_that_dies() {
             a.status().containers.iter().any(|c| c.name == "prod-job" && c.usage >= 190 * MIB)
         });
         let started = kinds(&first, "started");
-        started[0]["detail"]["pid"].as_i64().expect("pid") as i32
+        i32::try_from(started[0]["detail"]["pid"].as_i64().expect("pid")).expect("a pid")
         // `first` is dropped here without a word, its child left running.
     };
     let store = TaskStore::open(&db).expect("opens");
@@ -376,7 +376,7 @@ fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
     );
     let mut agent = node.agent(&extra);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.note_checkpoint_support(now());
     let criu = overbook_linux::criu::Criu::probe();
     let said = if criu.usable() { "checkpoints" } else { "checkpoints-unavailable" };

@@ -44,7 +44,7 @@ fn events_of<C>(agent: &Agent<C>, kind: &str, name: &str) -> Vec<(f64, serde_jso
 }
 
 fn reap(pid: u32) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
         let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
     }
 }
@@ -57,7 +57,7 @@ fn a_task_keeps_the_class_it_was_started_with_across_an_agent_restart() {
     let Some(node) = Node::new("keep-class", 256 * MIB) else { return };
     let db = node.dir.path().join("state.db");
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     let pid = {
         let mut first = agent_on(&node, &db, KILL);
         first.tick(now()).expect("tick");
@@ -66,7 +66,7 @@ fn a_task_keeps_the_class_it_was_started_with_across_an_agent_restart() {
             .expect("production starts at once");
         assert_eq!(reply.state, "started");
         let started = events_of(&first, "started", "be-prodtask");
-        started[0].1["pid"].as_u64().expect("pid") as u32
+        u32::try_from(started[0].1["pid"].as_u64().expect("pid")).expect("a pid")
         // Dropped without a word, as by kill -9: its task runs on.
     };
     let mut second = agent_on(&node, &db, KILL);
@@ -197,7 +197,7 @@ fn a_task_killed_again_and_again_backs_off_and_is_given_up_past_its_budget() {
     );
     let mut agent = agent_on(&node, &db, &extra);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.tick(now()).expect("tick");
     agent
         .submit(now(), request("be-victim", Class::BestEffort, &["anon", "4M", "60"]))
@@ -247,7 +247,7 @@ fn a_run_that_cannot_start_is_refused_at_once_or_said_once() {
     let db = node.dir.path().join("state.db");
     let mut agent = agent_on(&node, &db, KILL);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.tick(now()).expect("tick");
     let mut missing = request("be-missing", Class::BestEffort, &[]);
     missing.command = vec!["/no/such/program".into()];

@@ -122,7 +122,7 @@ fn chain(seed: u64, mut each: impl FnMut(u64)) -> u64 {
     let mut state = mix(seed);
     for step in 1..=CHAIN_STEPS {
         for k in 0..256u64 {
-            let i = (state % CHAIN_WORDS as u64) as usize;
+            let i = usize::try_from(state % CHAIN_WORDS as u64).expect("an index");
             buf[i] = mix(buf[i] ^ state);
             state = mix(state ^ buf[i] ^ k);
         }
@@ -321,7 +321,8 @@ impl Scratch {
             "a dump kills the tree: {status}"
         );
         for &pid in members.iter().filter(|p| **p != root) {
-            let raw = rustix::process::Pid::from_raw(pid.get() as i32).expect("a pid");
+            let raw = rustix::process::Pid::from_raw(i32::try_from(pid.get()).unwrap_or(0))
+                .expect("a pid");
             let reaped = poll(SETTLE, || match waitpid(Some(raw), WaitOptions::NOHANG) {
                 Ok(Some(_)) => true,
                 // Not ours yet (its parent not dead yet), or reaped by it.
@@ -333,7 +334,8 @@ impl Scratch {
 
     /// Waits for a restored root to exit; its exit code.
     fn reap_restored(&mut self, pid: Pid, within: Duration) -> i32 {
-        let raw = rustix::process::Pid::from_raw(pid.get() as i32).expect("a pid");
+        let raw =
+            rustix::process::Pid::from_raw(i32::try_from(pid.get()).unwrap_or(0)).expect("a pid");
         let start = Instant::now();
         loop {
             match waitpid(Some(raw), WaitOptions::NOHANG).expect("waitpid on the restored root") {
@@ -381,7 +383,8 @@ impl Drop for Scratch {
         // Killed with their cgroups above; reaped here, or they would stay
         // zombies of this process for the rest of the run.
         for pid in &self.restored {
-            if let Some(raw) = rustix::process::Pid::from_raw(pid.get() as i32) {
+            if let Some(raw) = rustix::process::Pid::from_raw(i32::try_from(pid.get()).unwrap_or(0))
+            {
                 let _ =
                     poll(SETTLE, || !matches!(waitpid(Some(raw), WaitOptions::NOHANG), Ok(None)));
             }

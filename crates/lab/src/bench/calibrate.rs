@@ -67,7 +67,7 @@ fn args_for(mode: &str, size: u64, file: &str) -> Vec<String> {
 
 /// Measures one squeeze of one mode.
 fn point(plan: &CalibratePlan, mode: &str, squeeze: f64, n: usize) -> Result<Measured, String> {
-    let size = ((plan.limit as f64 * squeeze) as u64).max(MIB);
+    let size = overbook_core::convert::to_u64(plan.limit as f64 * squeeze).max(MIB);
     let dir = tempfile::Builder::new()
         .prefix("overbook-calibrate-")
         .tempdir_in(&plan.scratch)

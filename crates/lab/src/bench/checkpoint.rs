@@ -684,7 +684,7 @@ impl Drop for Lab {
 
 /// The bytes a worker rewrites: whole pages, at least one.
 fn dirty_bytes(size: u64, share: f64) -> u64 {
-    let pages = ((size / PAGE) as f64 * share).ceil() as u64;
+    let pages = overbook_core::convert::to_u64(((size / PAGE) as f64 * share).ceil());
     pages.clamp(1, size / PAGE) * PAGE
 }
 
@@ -733,11 +733,11 @@ fn raw_bandwidth(dir: &Path, size: u64) -> Result<(Duration, Duration)> {
         let mut chunk = 0u64;
         while left > 0 {
             // A new first word in every page of every chunk: no two pages alike.
-            for page in buf.chunks_mut(PAGE as usize) {
+            for page in buf.chunks_mut(overbook_core::convert::u64_to_usize(PAGE)) {
                 page[..8].copy_from_slice(&mix(chunk).to_le_bytes());
                 chunk += 1;
             }
-            let n = (left as usize).min(CHUNK);
+            let n = overbook_core::convert::u64_to_usize(left).min(CHUNK);
             f.write_all(&buf[..n]).map_err(io_err("write", &path))?;
             left -= n as u64;
         }
@@ -789,7 +789,9 @@ fn filesystem(dir: &Path) -> (String, bool) {
     };
     let name = from_mounts().or_else(|| {
         let st = rustix::fs::statfs(dir).ok()?;
-        #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs by libc
+        // `f_type`'s type differs by libc (signed on glibc): a magic
+        // number, its bits are what count.
+        #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
         let magic = st.f_type as u64;
         Some(
             match magic {
@@ -1239,14 +1241,16 @@ mod tests {
     fn the_8x_size_follows_from_the_fits() {
         // Full: 0.2 s + 100 MB/s. Incremental: 0.2 s + 100 MB/s on a tenth.
         let mk = |b: f64, s: f64| CheckpointRun {
-            full_pages: b as u64,
+            full_pages: overbook_core::convert::to_u64(b),
             full_dump_criu_s: 0.2 + b / 1e8,
-            inc_pages: (b * s) as u64,
+            inc_pages: overbook_core::convert::to_u64(b * s),
             inc_dump_criu_s: 0.2 + b * s / 1e8,
             ..CheckpointRun::default()
         };
-        let sizes: Vec<SizeReport> =
-            [1e8, 4e8].iter().map(|&b| summarize(b as u64, vec![mk(b, 0.1)])).collect();
+        let sizes: Vec<SizeReport> = [1e8, 4e8]
+            .iter()
+            .map(|&b| summarize(overbook_core::convert::to_u64(b), vec![mk(b, 0.1)]))
+            .collect();
         let g = goals(&sizes, 0.1);
         // 0.2 + S/1e8 = 8 (0.2 + 0.1 S/1e8) → 0.2 S/1e8 = 1.4 → S = 7e8.
         let from = g.speedup_8x_from_bytes.expect("reachable");
@@ -1316,7 +1320,7 @@ mod tests {
             full_dump_criu_s: 0.2 + b as f64 / 5e8,
             full_restore_s: 0.3,
             pre_dump_criu_s: 0.25 + b as f64 / 5e8,
-            inc_pages: (b as f64 * s) as u64,
+            inc_pages: overbook_core::convert::to_u64(b as f64 * s),
             inc_dump_criu_s: 0.2 + b as f64 * s / 5e8,
             inc_restore_s: 0.4,
             ..CheckpointRun::default()

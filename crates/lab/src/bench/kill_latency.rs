@@ -654,7 +654,7 @@ fn agent_loop(
     loop {
         let woke = Instant::now();
         acted.wakes.push((woke, woken_by));
-        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let now = Time::from_duration(start.elapsed());
         let tick = agent.tick(now).map_err(|e| format!("agent tick: {e}"))?;
         if !tick.preempted.is_empty() {
             acted.issued = entered.get();
@@ -683,9 +683,8 @@ fn agent_loop(
             acted.problem = Some("the agent did not kill within 60 s".into());
             return Ok(acted);
         }
-        let until_wake = tick.wake_at.map_or(plan.period, |w| {
-            w.since(Time::from_micros(start.elapsed().as_micros() as u64))
-        });
+        let until_wake =
+            tick.wake_at.map_or(plan.period, |w| w.since(Time::from_duration(start.elapsed())));
         let timeout = plan.period.min(until_wake);
         woken_by = "timer";
         match &trigger {

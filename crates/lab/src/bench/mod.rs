@@ -47,7 +47,7 @@ impl Percentiles {
             if s.is_empty() {
                 return None;
             }
-            let k = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len());
+            let k = overbook_core::convert::to_usize((p * s.len() as f64).ceil()).clamp(1, s.len());
             Some(s[k - 1])
         };
         Percentiles { n: s.len(), p50: rank(0.50), p99: rank(0.99), max: s.last().copied() }

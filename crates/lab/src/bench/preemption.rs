@@ -92,7 +92,7 @@ const BURST_STEPS: u32 = 30;
 const BURST_PACE: &str = "0.1";
 
 fn mib(x: f64, scale: f64) -> u64 {
-    ((x * scale).max(4.0) as u64) * MIB
+    overbook_core::convert::to_u64((x * scale).max(4.0)) * MIB
 }
 
 /// The seeded best-effort list: sizes 24..64 MiB, 120..300 steps.
@@ -194,7 +194,7 @@ fn run_scene(
         Agent::new(&cfg, cg, EventLog::in_memory(100_000)).map_err(|e| e.to_string())?;
     agent.note_checkpoint_support(Time::ZERO);
     let start = Instant::now();
-    let now = || Time::from_micros(start.elapsed().as_micros() as u64);
+    let now = || Time::from_duration(start.elapsed());
     agent.tick(now()).map_err(|e| e.to_string())?;
     for t in tasks {
         let req = chain_request(plan, &t.name, Class::BestEffort, t.size, t.steps, PACE);

@@ -192,7 +192,7 @@ impl Scene {
 
     fn tick(&mut self) -> Result<(), String> {
         if let Some(agent) = &mut self.agent {
-            let now = Time::from_micros(self.start.elapsed().as_micros() as u64);
+            let now = Time::from_duration(self.start.elapsed());
             agent.tick(now).map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -257,7 +257,7 @@ fn mib(plan: &ReclaimPlan, m: u64) -> u64 {
 
 /// A rate of `m` MiB/s at the plan's scale.
 fn per_s(plan: &ReclaimPlan, m: u64) -> u64 {
-    (m as f64 * plan.scale * MIB as f64) as u64
+    overbook_core::convert::to_u64(m as f64 * plan.scale * MIB as f64)
 }
 
 fn size_arg(bytes: u64) -> String {

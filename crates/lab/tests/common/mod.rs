@@ -219,7 +219,7 @@ pub fn run_for<C: ContainerCgroups + ContainerControl>(
 ) -> Duration {
     let until = Instant::now() + span;
     loop {
-        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let now = Time::from_duration(start.elapsed());
         agent.tick(now).expect("tick");
         if stop(agent) || Instant::now() >= until {
             return start.elapsed();

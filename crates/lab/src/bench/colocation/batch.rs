@@ -45,7 +45,7 @@ pub fn job_stream(seed: u64, n: usize, capacity: u64) -> Vec<BeJob> {
             let share = 0.04 + (next() % 5) as f64 * 0.02;
             BeJob {
                 name: format!("be-{i}"),
-                size: ((capacity as f64 * share) as u64 / MIB).max(8) * MIB,
+                size: (overbook_core::convert::to_u64(capacity as f64 * share) / MIB).max(8) * MIB,
                 steps: 4 + (next() % 5) as u32 * 2,
             }
         })

@@ -33,7 +33,7 @@ impl Histogram {
         if total == 0 {
             return None;
         }
-        let rank = ((p * total as f64).ceil() as u64).clamp(1, total);
+        let rank = overbook_core::convert::to_u64((p * total as f64).ceil()).clamp(1, total);
         let mut seen = 0;
         for (&us, &n) in &self.counts {
             seen += n;
@@ -100,7 +100,7 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64, f64), Str
         if count < last {
             return Err(format!("redis-benchmark: cumulative count goes down at {line:?}"));
         }
-        h.add((ms * 1000.0).round() as u64, count - last);
+        h.add(overbook_core::convert::to_u64((ms * 1000.0).round()), count - last);
         last = count;
         seen_any = true;
     }

@@ -158,9 +158,11 @@ pub struct ColocationReport {
 fn sizes(capacity: u64) -> ServiceSizes {
     let c = capacity as f64;
     ServiceSizes {
-        redis_base: (c * 0.04) as u64,
-        redis_burst: (c * 0.50) as u64,
-        pg_scale: ((c * 0.10) / (15.0 * MIB as f64)).round().max(1.0) as u32,
+        redis_base: overbook_core::convert::to_u64(c * 0.04),
+        redis_burst: overbook_core::convert::to_u64(c * 0.50),
+        pg_scale: overbook_core::convert::to_u32(
+            ((c * 0.10) / (15.0 * MIB as f64)).round().max(1.0),
+        ),
     }
 }
 
@@ -360,7 +362,7 @@ fn calibrate(
         "redis-benchmark (calibration)",
     )?;
     let per_s = probe as f64 / started.elapsed().as_secs_f64().max(1e-3);
-    let round = ((per_s / 5.0) as u64).clamp(200, 100_000);
+    let round = overbook_core::convert::to_u64(per_s / 5.0).clamp(200, 100_000);
     say(&format!(
         "alone: pgbench -S {tps:.0} tx/s (throttled to {rate:.0}), Redis ~{per_s:.0} GET/s \
          (rounds of {round})"

@@ -72,7 +72,7 @@ impl OverbookScene {
         be_chain: &Path,
         p: &Programs,
     ) -> Result<(), String> {
-        let now = Time::from_micros(start.elapsed().as_micros() as u64);
+        let now = Time::from_duration(start.elapsed());
         let from = self.agent.events().recent().count();
         self.agent.tick(now).map_err(|e| e.to_string())?;
         let failed: Vec<String> = self

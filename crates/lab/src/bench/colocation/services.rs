@@ -342,7 +342,7 @@ impl Redis {
             let mut conn = std::os::unix::net::UnixStream::connect(&socket).map_err(what)?;
             conn.write_all(b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n").map_err(what)?;
             expect_ok(&mut conn)?;
-            let mut value = vec![0u8; FILL_OBJECT as usize];
+            let mut value = vec![0u8; overbook_core::convert::u64_to_usize(FILL_OBJECT)];
             let mut rng = crate::workload::XorShift(0x9e37_79b9_7f4a_7c15);
             for i in 0..(bytes / FILL_OBJECT).max(1) {
                 for chunk in value.chunks_exact_mut(8) {
