@@ -18,6 +18,9 @@
 //! its own) in a fresh cgroup. Every cgroup, process and file a test makes
 //! is removed by a guard's `Drop`, on failure too.
 
+mod common;
+
+use common::poll;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -389,20 +392,6 @@ impl Drop for Scratch {
                     poll(SETTLE, || !matches!(waitpid(Some(raw), WaitOptions::NOHANG), Ok(None)));
             }
         }
-    }
-}
-
-/// Polls `done` until it holds or `within` passes; returns whether it held.
-fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return true;
-        }
-        if start.elapsed() >= within {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -6,11 +6,14 @@
 //!
 //! Everything made is removed by a guard's `Drop`, on failure too.
 
+mod common;
+
+use common::{cpu_ticks, dead, poll};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
@@ -36,93 +39,18 @@ fn host() -> Option<V1Cgroups> {
         }
     };
     let why = why.unwrap_or_default();
-    // Straight to stderr, not `eprintln!`: the test harness hides captured
-    // output of passing tests, and a skip must never pass unseen.
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "\n!!!!! v1_host: CANNOT RUN ON THIS MACHINE: {why}");
-    let _ = writeln!(err, "!!!!! these tests need root and cgroup v1 memory + freezer hierarchies");
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return None;
-    }
-    panic!("v1_host cannot run: {why} (set OVERBOOK_ALLOW_SKIP=1 to skip)");
+    common::cannot_run(
+        "v1_host",
+        &why,
+        "these tests need root and cgroup v1 memory + freezer hierarchies",
+    )
 }
 
-/// Containers and processes a test made, torn down in reverse on drop.
-struct Scratch {
-    cg: V1Cgroups,
-    containers: Vec<ContainerPath>,
-    children: Vec<Child>,
-}
+/// Containers and processes a test made, torn down on drop.
+type Scratch = common::Scratch<V1Cgroups>;
 
-impl Scratch {
-    fn new(cg: V1Cgroups) -> Self {
-        Self { cg, containers: Vec::new(), children: Vec::new() }
-    }
-
-    /// A fresh, uniquely named container under the test's own memory cgroup.
-    fn top(&mut self, test: &str, limit: Option<Limit>) -> ContainerPath {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let name = format!("overbook-test-{test}-{}-{nanos}", std::process::id());
-        let path = ContainerPath::root().child(&name).expect("valid name");
-        self.create(&path, limit);
-        path
-    }
-
-    fn create(&mut self, path: &ContainerPath, limit: Option<Limit>) {
-        assert_eq!(self.cg.create(path, limit).expect("create"), Outcome::Done(()));
-        self.containers.push(path.clone());
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for c in self.containers.iter().rev() {
-            let _ = self.cg.thaw(c, SETTLE);
-            let _ = self.cg.kill(c);
-            let _ = poll(SETTLE, || {
-                matches!(self.cg.members(c), Ok(Outcome::Vanished))
-                    || matches!(self.cg.members(c), Ok(Outcome::Done(m)) if m.is_empty())
-            });
-            let _ = poll(SETTLE, || self.cg.remove(c).is_ok());
-        }
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Polls `done` until it holds or `within` passes; returns whether it held.
-fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return true;
-        }
-        if start.elapsed() >= within {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// User + system CPU ticks of a process, from `/proc/PID/stat`.
-fn cpu_ticks(pid: Pid) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("process alive");
-    let after_name = &stat[stat.rfind(')').expect("stat has (comm)") + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // After the name: state(3) ... utime(14) stime(15), 1-based in proc(5).
-    let tick = |i: usize| fields[i].parse::<u64>().expect("tick count");
-    tick(11) + tick(12)
-}
-
-/// Whether a pid is gone (no `/proc/PID`) or a zombie (dead, not yet reaped).
-fn dead(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z')),
-    }
+fn scratch(cg: V1Cgroups) -> Scratch {
+    common::Scratch::new(cg, "overbook-test", SETTLE)
 }
 
 /// A worker: waits for "go" on stdin (so it can be moved into its cgroup
@@ -181,7 +109,7 @@ fn probe_reports_this_hosts_v1_layout() {
 #[test]
 fn a_real_container_is_read_frozen_thawed_killed_and_removed() {
     let Some(cg) = host() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("lifecycle", Some(Limit::Bytes(512 * MIB)));
     let job = node.child("job").expect("valid");
     scratch.create(&job, None);
@@ -273,7 +201,7 @@ fn a_real_container_is_read_frozen_thawed_killed_and_removed() {
 #[test]
 fn create_protect_and_refusals_on_the_real_kernel() {
     let Some(cg) = host() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("protect", Some(Limit::Bytes(256 * MIB)));
     let dir = cg.memory_dir(&node);
     let read =
@@ -311,7 +239,7 @@ fn create_protect_and_refusals_on_the_real_kernel() {
 #[test]
 fn a_process_in_a_nested_cgroup_is_counted_frozen_killed_and_removed_with_its_container() {
     let Some(cg) = host() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("nested", Some(Limit::Bytes(512 * MIB)));
     let pod = node.child("be-nest").expect("valid");
     scratch.create(&pod, None);
@@ -350,7 +278,7 @@ fn a_process_in_a_nested_cgroup_is_counted_frozen_killed_and_removed_with_its_co
 #[test]
 fn a_child_with_a_control_character_in_its_name_is_skipped_not_a_failure() {
     let Some(cg) = host() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("oddname", None);
     let good = node.child("be-good").expect("valid");
     scratch.create(&good, None);

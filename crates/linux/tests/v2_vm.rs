@@ -22,12 +22,15 @@
 //! with a deadline. Everything made is removed by a guard's `Drop`, on
 //! failure too.
 
+mod common;
+
+use common::{cpu_ticks, dead, poll};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use overbook_linux::parse::{CgroupEvents, FreezerState, MemoryStat};
 use overbook_linux::{
@@ -62,44 +65,17 @@ fn guest() -> Option<V2Cgroups> {
     if in_vm {
         panic!("v2_vm: in the VM, yet cgroup v2 is unusable: {why}");
     }
-    // Straight to stderr, not `eprintln!`: the test harness hides captured
-    // output of passing tests, and a skip must never pass unseen.
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "\n!!!!! v2_vm: CANNOT RUN HERE: {why}");
-    let _ = writeln!(err, "!!!!! these tests run in the cgroup v2 VM: `scripts/vm test`");
-    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
-        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
-        return None;
-    }
-    panic!("v2_vm cannot run: {why} (run `scripts/vm test`, or set OVERBOOK_ALLOW_SKIP=1)");
+    common::cannot_run("v2_vm", &why, "these tests run in the cgroup v2 VM: `scripts/vm test`")
 }
 
-/// Containers and processes a test made, torn down in reverse on drop.
-struct Scratch {
-    cg: V2Cgroups,
-    containers: Vec<ContainerPath>,
-    children: Vec<Child>,
+/// Containers and processes a test made, torn down on drop.
+type Scratch = common::Scratch<V2Cgroups>;
+
+fn scratch(cg: V2Cgroups) -> Scratch {
+    common::Scratch::new(cg, "overbook-vm", SETTLE)
 }
 
 impl Scratch {
-    fn new(cg: V2Cgroups) -> Self {
-        Self { cg, containers: Vec::new(), children: Vec::new() }
-    }
-
-    /// A fresh, uniquely named container under the root.
-    fn top(&mut self, test: &str, limit: Option<Limit>) -> ContainerPath {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let name = format!("overbook-vm-{test}-{}-{nanos}", std::process::id());
-        let path = ContainerPath::root().child(&name).expect("valid name");
-        self.create(&path, limit);
-        path
-    }
-
-    fn create(&mut self, path: &ContainerPath, limit: Option<Limit>) {
-        assert_eq!(self.cg.create(path, limit).expect("create"), Outcome::Done(()));
-        self.containers.push(path.clone());
-    }
-
     /// A file of a container, trimmed.
     fn read(&self, container: &ContainerPath, file: &str) -> String {
         let path = self.cg.dir(container).join(file);
@@ -119,60 +95,6 @@ impl Scratch {
 
     fn counters(&self, container: &ContainerPath) -> MemoryCounters {
         self.cg.counters(container).expect("reads counters").done().expect("container exists")
-    }
-
-    fn members(&self, container: &ContainerPath) -> Vec<Pid> {
-        self.cg.members(container).expect("reads members").done().expect("container exists").pids
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for c in self.containers.iter().rev() {
-            let _ = self.cg.thaw(c, SETTLE);
-            let _ = self.cg.kill(c);
-            let _ = poll(SETTLE, || match self.cg.members(c) {
-                Ok(Outcome::Done(m)) => m.is_empty(),
-                _ => true,
-            });
-            let _ = poll(SETTLE, || self.cg.remove(c).is_ok());
-        }
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Polls `done` until it holds or `within` passes; returns whether it held.
-fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return true;
-        }
-        if start.elapsed() >= within {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// User + system CPU ticks of a process, from `/proc/PID/stat`.
-fn cpu_ticks(pid: Pid) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("process alive");
-    let after_name = &stat[stat.rfind(')').expect("stat has (comm)") + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // After the name: state(3) ... utime(14) stime(15), 1-based in proc(5).
-    let tick = |i: usize| fields[i].parse::<u64>().expect("tick count");
-    tick(11) + tick(12)
-}
-
-/// Whether a pid is gone (no `/proc/PID`) or a zombie (dead, not yet reaped).
-fn dead(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z')),
     }
 }
 
@@ -290,7 +212,7 @@ fn vm_probe_reports_cgroup_v2_psi_kill_and_freezer() {
 
     // With a non-root cgroup to look in, the answer comes from its files.
     let cg = guest().expect("in the guest");
-    let mut scratch = Scratch::new(cg);
+    let mut scratch = scratch(cg);
     let _sample = scratch.top("probe", None);
     let again = HostSupport::probe();
     eprintln!("with a child cgroup: {again:#?}");
@@ -302,7 +224,7 @@ fn vm_probe_reports_cgroup_v2_psi_kill_and_freezer() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_create_with_limit_discover_and_remove() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     assert_eq!(cg.version(), CgroupVersion::V2);
     let node = scratch.top("create", Some(Limit::Bytes(256 * MIB)));
     assert_eq!(scratch.read(&node, "memory.max"), (256 * MIB).to_string());
@@ -353,7 +275,7 @@ fn vm_create_with_limit_discover_and_remove() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_counters_and_members_of_a_real_container() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("counters", Some(Limit::Bytes(512 * MIB)));
     let job = node.child("job").expect("valid");
     scratch.create(&job, None);
@@ -398,7 +320,7 @@ fn vm_counters_and_members_of_a_real_container() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_join_files_put_a_command_inside_before_it_execs() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let job = scratch.top("join", Some(Limit::Bytes(64 * MIB)));
     let files = cg.join_files(&job);
     assert_eq!(files.len(), 1);
@@ -418,7 +340,7 @@ fn vm_join_files_put_a_command_inside_before_it_execs() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_freeze_and_thaw_a_busy_process() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let job = scratch.top("freeze", Some(Limit::Bytes(256 * MIB)));
     let mut worker = Worker::spawn(&mut scratch, Work::Spin, 8, 0);
     assert_eq!(cg.add_process(&job, worker.pid).expect("moves"), Outcome::Done(()));
@@ -459,7 +381,7 @@ fn vm_freeze_and_thaw_a_busy_process() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_kill_every_member_with_cgroup_kill_and_release_memory() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("kill", Some(Limit::Bytes(512 * MIB)));
     let job = node.child("job").expect("valid");
     scratch.create(&job, None);
@@ -523,7 +445,7 @@ fn vm_a_container_s_nested_cgroups_are_members_killed_and_removed_with_it() {
     // A pod's containers sit in child cgroups of the pod: the pod's
     // members, kill and removal must reach them.
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("nested", Some(Limit::Bytes(512 * MIB)));
     let pod = node.child("pod").expect("valid");
     scratch.create(&pod, None);
@@ -559,7 +481,7 @@ fn vm_a_container_s_nested_cgroups_are_members_killed_and_removed_with_it() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_protect_writes_every_knob() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     let node = scratch.top("protect", Some(Limit::Bytes(512 * MIB)));
     let job = node.child("job").expect("valid");
     scratch.create(&job, None);
@@ -612,7 +534,7 @@ fn vm_protect_writes_every_knob() {
 #[ignore = "needs the cgroup v2 VM: scripts/vm test"]
 fn vm_a_squeezed_container_thrashes_for_real() {
     let Some(cg) = guest() else { return };
-    let mut scratch = Scratch::new(cg.clone());
+    let mut scratch = scratch(cg.clone());
     // 96 MiB touched at random in 64 MiB: the rest lives in zram swap and
     // keeps coming back.
     let job = scratch.top("thrash", Some(Limit::Bytes(64 * MIB)));

@@ -1,0 +1,104 @@
+//! What this crate's real-kernel tests share (`v1_host`, `v2_vm`,
+//! `criu_vm`): the loud refusal to pass when they cannot run, a guard for
+//! the containers and processes a test makes, and polling with a deadline.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::process::Child;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath, Limit, Outcome, Pid};
+
+/// Says loudly, straight to stderr (the harness hides captured output of
+/// passing tests, and a skip must never pass unseen), that `suite` cannot
+/// run here and why; `None` if `OVERBOOK_ALLOW_SKIP=1`, else panics.
+pub fn cannot_run<T>(suite: &str, why: &str, how: &str) -> Option<T> {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "\n!!!!! {suite}: CANNOT RUN HERE: {why}");
+    let _ = writeln!(err, "!!!!! {how}");
+    if std::env::var("OVERBOOK_ALLOW_SKIP").as_deref() == Ok("1") {
+        let _ = writeln!(err, "!!!!! SKIPPED (OVERBOOK_ALLOW_SKIP=1): nothing was tested\n");
+        return None;
+    }
+    panic!("{suite} cannot run: {why} ({how}; or set OVERBOOK_ALLOW_SKIP=1)");
+}
+
+/// Containers and processes a test made, torn down in reverse on drop:
+/// thawed, killed, emptied and removed; its children killed and reaped.
+pub struct Scratch<C: ContainerCgroups + ContainerControl> {
+    pub cg: C,
+    pub containers: Vec<ContainerPath>,
+    pub children: Vec<Child>,
+    /// How long a kernel state change may take here.
+    pub settle: Duration,
+    /// Prefix of the top-level containers' names.
+    prefix: &'static str,
+}
+
+impl<C: ContainerCgroups + ContainerControl> Scratch<C> {
+    pub fn new(cg: C, prefix: &'static str, settle: Duration) -> Self {
+        Self { cg, containers: Vec::new(), children: Vec::new(), settle, prefix }
+    }
+
+    /// A fresh, uniquely named container at the top of the hierarchy.
+    pub fn top(&mut self, test: &str, limit: Option<Limit>) -> ContainerPath {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let name = format!("{}-{test}-{}-{nanos}", self.prefix, std::process::id());
+        let path = ContainerPath::root().child(&name).expect("valid name");
+        self.create(&path, limit);
+        path
+    }
+
+    pub fn create(&mut self, path: &ContainerPath, limit: Option<Limit>) {
+        assert_eq!(self.cg.create(path, limit).expect("create"), Outcome::Done(()));
+        self.containers.push(path.clone());
+    }
+
+    /// The processes in a container (and below it).
+    pub fn members(&self, container: &ContainerPath) -> Vec<Pid> {
+        self.cg.members(container).expect("reads members").done().expect("container exists").pids
+    }
+}
+
+impl<C: ContainerCgroups + ContainerControl> Drop for Scratch<C> {
+    fn drop(&mut self) {
+        for c in self.containers.iter().rev() {
+            let _ = self.cg.thaw(c, self.settle);
+            let _ = self.cg.kill(c);
+            let _ = poll(self.settle, || match self.cg.members(c) {
+                Ok(Outcome::Done(m)) => m.is_empty(),
+                _ => true,
+            });
+            let _ = poll(self.settle, || self.cg.remove(c).is_ok());
+        }
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `done` until it holds or `within` passes; returns whether it held.
+pub fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// User + system CPU ticks of a live process.
+pub fn cpu_ticks(pid: Pid) -> u64 {
+    let stat = overbook_linux::process::stat(pid).expect("process alive");
+    stat.utime + stat.stime
+}
+
+/// Whether a pid is gone or a zombie (dead, not yet reaped).
+pub fn dead(pid: Pid) -> bool {
+    overbook_linux::process::stat(pid).map_or(true, |s| s.state == 'Z')
+}
