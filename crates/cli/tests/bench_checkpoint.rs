@@ -20,7 +20,6 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 
 use overbook_linux::criu::Criu;
 
@@ -117,18 +116,9 @@ fn checkpoint_bench_restores_right_answers_and_incremental_dumps_are_small() {
     let out_dir = tempfile::tempdir_in(&base).expect("temp dir");
     let json = out_dir.path().join("checkpoint.json");
     let before = leftover_cgroups();
-    let out = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["bench", "checkpoint", "--scale", "0.25", "--repeats", "1", "--store"])
-        .arg(store.path())
-        .arg("--out")
-        .arg(&json)
-        .output()
-        .expect("run overbook bench checkpoint");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
-    println!("{stderr}\n{stdout}");
-    assert!(stdout.contains("everything the benchmark made has been removed"), "{stdout}");
+    let store_arg = store.path().display().to_string();
+    let args = ["bench", "checkpoint", "--scale", "0.25", "--repeats", "1", "--store", &store_arg];
+    let (stdout, r) = common::run_bench(&args, &json);
     for needle in ["| size MiB | raw write MB/s | full dump s", "goal: dump bandwidth", "8x"] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
@@ -138,9 +128,6 @@ fn checkpoint_bench_restores_right_answers_and_incremental_dumps_are_small() {
     let after = leftover_cgroups();
     assert!(after.iter().all(|c| before.contains(c)), "cgroups left: {after:?}");
 
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("well-formed JSON");
     assert!(r["criu"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
     let sizes = r["sizes"].as_array().expect("sizes");
     let want: Vec<u64> = [16u64, 32, 64].iter().map(|m| m << 20).collect();
