@@ -242,9 +242,15 @@ impl Scene {
                 _ => {}
             }
         }
+        // The database's transitions are written before each step is
+        // taken (the event log's last lines may die with a SIGKILL).
+        let store = TaskStore::open(&self.path("state.db"));
         for name in names {
             let runs = std::fs::read_to_string(self.path("runs").join(name)).unwrap_or_default();
             eprintln!("{name}'s own record:\n{runs}");
+            if let Ok(store) = &store {
+                eprintln!("{name}'s transitions: {:?}", store.history(name));
+            }
         }
     }
 
