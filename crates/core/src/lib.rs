@@ -7,8 +7,9 @@
 //! The engine is a pipeline of small stages (see `ARCHITECTURE.md`):
 //! [`detect`] (is anyone thrashing, is the node under pressure) →
 //! [`rank`] (which best-effort container pays) → [`preempt`] (how it pays) →
-//! [`launch`] (who may start, who may resume), plus [`place`] for the cluster
-//! scheduler. [`policy::NodePolicy`] composes them.
+//! [`launch`] (who may start, who may resume). [`policy::NodePolicy`]
+//! composes them. (Placement across nodes is the cluster scheduler's: the
+//! simulator's own, in `overbook-sim`, or Kubernetes'.)
 
 pub mod action;
 pub mod config;
@@ -16,7 +17,6 @@ pub mod convert;
 pub mod detect;
 pub mod launch;
 pub mod model;
-pub mod place;
 pub mod policy;
 pub mod preempt;
 pub mod rank;

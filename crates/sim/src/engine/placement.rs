@@ -1,4 +1,8 @@
-//! The placement index: every node's load key, to find the least-loaded node.
+//! The placement index: every node's load key, to find the least-loaded node
+//! (000 §4.1: least loaded, then the shorter queue, then the lower index).
+//! It is the cluster scheduler's rule, not a node's: the simulator's alone
+//! (the core's unused copy, exact where this rounds load to parts per
+//! million, was removed rather than made to change every run's placement).
 //!
 //! A tournament tree over the nodes. Keys change on every memory change while
 //! placement asks only on submissions and resumes, so a changed key is only
