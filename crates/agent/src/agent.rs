@@ -108,7 +108,6 @@ pub struct Agent<C> {
     resumes: u64,
     tasks: Tasks,
     task_log_dir: PathBuf,
-    protect_critical: bool,
     calm_period: Duration,
     /// The reclaimer's headroom, if one is configured: a calm node nearing
     /// it is read in full, so the reclaimer acts before the kernel must.
@@ -124,8 +123,8 @@ pub struct Agent<C> {
     told_unreadable: BTreeMap<String, String>,
     last_full: Option<Time>,
     wake_at: Option<Time>,
-    /// The `memory.min` last given to each protected critical container.
-    protected: BTreeMap<ContainerId, u64>,
+    /// Critical containers whose protection has been said.
+    protected: std::collections::BTreeSet<ContainerId>,
     durable: durable::Durable,
     /// CRIU and the image store, when the preemptor may checkpoint.
     images: Option<ImageStore>,
@@ -185,6 +184,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .pre_dump_interval
             .filter(|_| incremental && facilities.can_incremental);
         let mut policy = NodePolicy::new(&config.policy, facilities)?;
+        if config.protect_critical {
+            // Memory floors where the kernel has them (v2 `memory.min`).
+            let floors = cgroups.version() == overbook_linux::CgroupVersion::V2;
+            policy = policy.with_critical_guard(overbook_core::protect::CriticalGuard::new(floors));
+        }
         let root = ContainerPath::new(&config.root)?;
         let mut view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
         let mut durable = durable::Durable::default();
@@ -227,7 +231,6 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             resumes: 0,
             tasks,
             task_log_dir: config.task_log_dir.clone(),
-            protect_critical: config.protect_critical,
             calm_period: config.calm_period,
             reclaim_headroom: config.policy.reclaimer.headroom(),
             last_pressure: None,
@@ -236,7 +239,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             told_unreadable: BTreeMap::new(),
             last_full: None,
             wake_at: None,
-            protected: BTreeMap::new(),
+            protected: std::collections::BTreeSet::new(),
             durable,
             images,
             pre_dump_interval,
@@ -295,9 +298,6 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.sample = self.view.sample(now)?;
         self.note_arrivals_and_departures(now);
         self.restore_and_watch(now);
-        if self.protect_critical {
-            self.protect_critical_containers(now);
-        }
         for (id, m) in &mut self.tasks.by_id {
             if let Some(k) = self.view.by_id(*id) {
                 m.peak = m.peak.max(k.counters.usage);
@@ -461,6 +461,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.policy.departed(id);
             }
             self.suspended.remove(&id);
+            self.protected.remove(&id);
             self.record(now, EventKind::Gone, Some(&path), json!({ "id": id.0 }));
         }
         for (id, kills) in std::mem::take(&mut self.sample.kernel_kills) {
@@ -515,6 +516,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 let _ = self.start(now, *id);
             }
             Action::Reclaim { id, bytes } => self.reclaim(now, *id, *bytes),
+            Action::Protect { id, min } => self.protect(now, *id, *min),
             Action::Reject { id, reason } => {
                 if let Some(m) = self.tasks.by_id.remove(id) {
                     self.view.unreserve(&m.path);
@@ -864,45 +866,32 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// raised to their usage as it grows, so the working set of a job
     /// manager is never reclaimed (000 §5.6: only critical ones; production
     /// keeps the default swappiness).
-    fn protect_critical_containers(&mut self, now: Time) {
-        let v2 = self.view.cgroups().version() == overbook_linux::CgroupVersion::V2;
-        let critical: Vec<(ContainerId, ContainerPath, u64)> = self
-            .view
-            .containers()
-            .filter(|k| k.class == overbook_core::Class::Critical && k.members > 0)
-            .map(|k| (k.id, k.path.clone(), k.counters.usage))
-            .collect();
-        self.protected.retain(|id, _| critical.iter().any(|(c, _, _)| c == id));
-        for (id, path, usage) in critical {
-            let first = !self.protected.contains_key(&id);
-            let floor = self.protected.get(&id).copied().unwrap_or(0);
-            // Raise the floor in steps (a tenth at least), not at every sample.
-            let grown = usage > floor.saturating_add(floor / 10).max(1 << 20);
-            let raise = v2 && grown;
-            if !(first || raise) {
-                continue;
-            }
-            let protection = overbook_linux::Protection {
-                swap: Some(overbook_linux::SwapPolicy::Never),
-                min: v2.then_some(overbook_linux::Limit::Bytes(usage)),
-                ..overbook_linux::Protection::default()
-            };
-            self.protected.insert(id, usage);
-            match self.view.cgroups().protect(&path, &protection) {
-                Ok(_) if first => self.record(
-                    now,
-                    EventKind::Protected,
-                    Some(&path),
-                    json!({ "swap": "never", "min": v2.then_some(usage) }),
-                ),
-                Ok(_) => {}
-                Err(e) => self.record(
-                    now,
-                    EventKind::ProtectFailed,
-                    Some(&path),
-                    json!({ "error": e.to_string() }),
-                ),
-            }
+    /// Carries out a critical container's protection (the core's
+    /// [`overbook_core::protect::CriticalGuard`] decides when and how far);
+    /// said the first time for each container.
+    fn protect(&mut self, now: Time, id: ContainerId, min: Option<u64>) {
+        let Some(k) = self.view.by_id(id) else { return };
+        let path = k.path.clone();
+        let protection = overbook_linux::Protection {
+            swap: Some(overbook_linux::SwapPolicy::Never),
+            min: min.map(overbook_linux::Limit::Bytes),
+            ..overbook_linux::Protection::default()
+        };
+        let first = self.protected.insert(id);
+        match self.view.cgroups().protect(&path, &protection) {
+            Ok(_) if first => self.record(
+                now,
+                EventKind::Protected,
+                Some(&path),
+                json!({ "swap": "never", "min": min }),
+            ),
+            Ok(_) => {}
+            Err(e) => self.record(
+                now,
+                EventKind::ProtectFailed,
+                Some(&path),
+                json!({ "error": e.to_string() }),
+            ),
         }
     }
 

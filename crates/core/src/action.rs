@@ -87,6 +87,9 @@ pub enum Action {
     Preempt { id: ContainerId, how: Preemption, evidence: Evidence },
     /// Push `bytes` of a container's memory out (proactive reclaim).
     Reclaim { id: ContainerId, bytes: Bytes },
+    /// Keep a critical container's memory: never swapped, and never
+    /// reclaimed below `min` where the node has memory floors.
+    Protect { id: ContainerId, min: Option<Bytes> },
 }
 
 impl Action {
@@ -96,7 +99,8 @@ impl Action {
             | Action::Resume { id, .. }
             | Action::Reject { id, .. }
             | Action::Preempt { id, .. }
-            | Action::Reclaim { id, .. } => id,
+            | Action::Reclaim { id, .. }
+            | Action::Protect { id, .. } => id,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod launch;
 pub mod model;
 pub mod policy;
 pub mod preempt;
+pub mod protect;
 pub mod rank;
 pub mod reclaim;
 pub mod time;

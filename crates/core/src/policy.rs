@@ -7,6 +7,7 @@ use crate::detect::{Detector, Verdict};
 use crate::launch::{Admission, Launcher, TaskRequest};
 use crate::model::{Bytes, ContainerId, ContainerStats, JobId, NodeStats, Observation};
 use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
+use crate::protect::CriticalGuard;
 use crate::rank::{rank_candidates, Ranker};
 use crate::reclaim::Reclaimer;
 use crate::time::Time;
@@ -33,6 +34,8 @@ pub struct NodePolicy {
     quiet_until: Time,
     window: Duration,
     ranked: Vec<(ContainerId, f64)>,
+    /// Critical containers' protection, where the node does it.
+    guard: Option<CriticalGuard>,
 }
 
 impl NodePolicy {
@@ -48,7 +51,15 @@ impl NodePolicy {
             quiet_until: Time::ZERO,
             window: cfg.detector.window(),
             ranked: Vec::new(),
+            guard: None,
         })
+    }
+
+    /// Protects critical containers too (the agent's `protect_critical`):
+    /// each step first asks `guard` what is due.
+    pub fn with_critical_guard(mut self, guard: CriticalGuard) -> NodePolicy {
+        self.guard = Some(guard);
+        self
     }
 
     pub fn launcher(&self) -> &Launcher {
@@ -172,6 +183,9 @@ impl NodePolicy {
             if let Some(r) = &mut self.reclaimer {
                 r.plan(obs, out);
             }
+        }
+        if let Some(g) = &mut self.guard {
+            g.plan(obs.containers, out);
         }
         self.launcher.note_usage(obs.containers);
         if pressured && self.launcher.config().hold_while_thrashing {

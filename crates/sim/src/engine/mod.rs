@@ -708,6 +708,10 @@ impl<'m> Engine<'m> {
             Action::Reject { reason, .. } => self.reject(slot, reason),
             Action::Preempt { how, .. } => self.preempt(slot, node, how),
             Action::Reclaim { bytes, .. } => self.reclaim(slot, node, bytes),
+            // The model never swaps nor reclaims a critical task's memory:
+            // it is protected already (and the simulated policies run
+            // without the agent's guard, so none arrives).
+            Action::Protect { .. } => {}
         }
     }
 
