@@ -48,11 +48,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     /// What a checkpoint becomes where it cannot be taken.
     pub(super) fn checkpoint_fallback(&self) -> Preemption {
-        if self.sample.node.swap_total > 0 {
-            Preemption::FreezeAndSwapOut
-        } else {
-            Preemption::Kill
-        }
+        overbook_core::preempt::checkpoint_fallback(self.sample.node.swap_total)
     }
 
     /// Whether task `id` has a pre-dump an incremental dump can build on.
@@ -372,16 +368,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// store's bandwidth and briefly stops the task.
     pub(super) fn pre_dump_one(&mut self, now: Time) {
         let Some(every) = self.pre_dump_interval else { return };
-        let due = self.tasks.by_id.iter().find_map(|(id, m)| {
-            let since = m.image.as_ref().map_or(m.started_at?, |i| i.taken_at);
-            let due = m.request.class.is_preemptible()
-                && m.running()
-                && self.pre_dump_backoff.get(id).is_none_or(|t| now >= *t)
-                && !self.suspended.contains_key(id)
-                && m.started_at.is_some_and(|s| now.since(s) >= every)
-                && now.since(since) >= every;
-            due.then_some(*id)
+        let candidates = self.tasks.by_id.iter().filter_map(|(id, m)| {
+            Some(overbook_core::preempt::PreDumpCandidate {
+                id: *id,
+                eligible: m.request.class.is_preemptible()
+                    && m.running()
+                    && !self.suspended.contains_key(id),
+                started: m.started_at?,
+                last_image: m.image.as_ref().map(|i| i.taken_at),
+                not_before: self.pre_dump_backoff.get(id).copied(),
+            })
         });
+        let due = overbook_core::preempt::pre_dump_due(now, every, candidates);
         let Some(id) = due else { return };
         let (Some(store), Some(m)) = (&self.images, self.tasks.by_id.get(&id)) else { return };
         let Some(root) = m.pid().and_then(Pid::new) else { return };

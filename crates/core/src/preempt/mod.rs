@@ -4,6 +4,9 @@
 
 mod adaptive;
 mod fixed;
+mod schedule;
+
+pub use schedule::{checkpoint_fallback, pre_dump_due, PreDumpCandidate};
 
 use crate::action::{Preemption, ResumeSite};
 use crate::config::ConfigError;
