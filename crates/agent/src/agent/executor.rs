@@ -1,0 +1,436 @@
+//! The executor: the core's actions carried out on the node, each from
+//! decision to its effect in one place (a kill from the decision to the
+//! memory released, a freeze, a swap-out, a checkpoint's hand-off, a
+//! resume, a reclaim, a critical container's protection), and the
+//! operator's preemptions by name, which take the same paths.
+
+use super::{Agent, Tick, SETTLE};
+use crate::events::EventKind;
+use crate::store::StoredState;
+use crate::tasks::{Managed, PreemptRequest, RunError};
+use overbook_core::launch::TaskRequest;
+use overbook_core::{Action, ContainerId, Evidence, JobId, Preemption, Time};
+use overbook_linux::{CgroupError, ContainerCgroups, ContainerControl, ContainerPath, Outcome};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+impl<C: ContainerCgroups + ContainerControl> Agent<C> {
+    pub(super) fn execute(
+        &mut self,
+        now: Time,
+        action: &Action,
+        decided: Instant,
+        tick: &mut Tick,
+    ) {
+        match action {
+            Action::Preempt { id, how, evidence } => {
+                self.preempt(now, *id, *how, evidence, decided, tick)
+            }
+            Action::Resume { id, site } => self.resume(now, *id, *site, tick),
+            // A start that fails is recorded (and the task given up) there.
+            Action::Launch { id } => {
+                let _ = self.start(now, *id);
+            }
+            Action::Reclaim { id, bytes } => self.reclaim(now, *id, *bytes),
+            Action::Protect { id, min } => self.protect(now, *id, *min),
+            Action::Reject { id, reason } => {
+                if let Some(m) = self.tasks.by_id.remove(id) {
+                    self.view.unreserve(&m.path);
+                    self.record(
+                        now,
+                        EventKind::Rejected,
+                        Some(&m.path),
+                        json!({ "reason": format!("{reason:?}") }),
+                    );
+                }
+            }
+        }
+    }
+
+    pub(super) fn preempt(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        how: Preemption,
+        evidence: &Evidence,
+        decided: Instant,
+        tick: &mut Tick,
+    ) {
+        let Some(victim) = self.view.by_id(id) else { return };
+        let (path, class, usage) = (victim.path.clone(), victim.class, victim.counters.usage);
+        // The core never picks a protected class; this guard makes sure no
+        // bug anywhere can turn that into a kill.
+        if !class.is_preemptible() {
+            let evidence = self.evidence_json(evidence);
+            self.record(
+                now,
+                EventKind::PreemptRefused,
+                Some(&path),
+                json!({ "class": class.as_str(), "how": how.as_str(), "evidence": evidence }),
+            );
+            return;
+        }
+        let mut fallback: Option<String> = None;
+        let mut done = how;
+        if let Preemption::Checkpoint { .. } = how {
+            if let Err(why) = self.can_checkpoint(id) {
+                done = self.checkpoint_fallback();
+                fallback = Some(format!("{why}; {} instead", done.as_str()));
+            }
+        }
+        let issued = Instant::now();
+        let result = match done {
+            Preemption::Checkpoint { incremental } => match self.checkpoint(now, id, incremental) {
+                Ok(o) => Ok(o),
+                Err(why) => {
+                    // The tree still runs (a failed dump leaves it so): its
+                    // memory must come back all the same.
+                    done = self.checkpoint_fallback();
+                    fallback = Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
+                    self.intend_kill(now, id, done);
+                    self.suspend_or_kill(done, &path, usage)
+                }
+            },
+            other => {
+                self.intend_kill(now, id, other);
+                self.suspend_or_kill(other, &path, usage)
+            }
+        };
+        if done == Preemption::Kill && !matches!(result, Ok(Outcome::Done(_))) {
+            // It was not killed after all: it runs on (or ended by itself).
+            self.persist(now, id, StoredState::Running, "kill not done");
+        }
+        let finished = Instant::now();
+        // Everything for the log is made after the action, not before it.
+        let evidence = self.evidence_json(evidence);
+        let timings = json!({
+            "decision_to_issue_us": overbook_core::convert::u128_to_u64(issued.duration_since(decided).as_micros()),
+            "action_us": overbook_core::convert::u128_to_u64(finished.duration_since(issued).as_micros()),
+        });
+        match result {
+            Ok(Outcome::Done(report)) => {
+                self.preemptions += 1;
+                let mut lost_s = None;
+                match done {
+                    Preemption::Kill => {
+                        if how != Preemption::Kill {
+                            // A fallback: launches wait as after any kill.
+                            self.policy.note_kill(now);
+                        }
+                        self.policy.departed(id);
+                        if let Some(m) = self.tasks.by_id.get_mut(&id) {
+                            m.killed = true;
+                            // The work a restart from scratch must do again.
+                            let ran = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
+                            lost_s = Some((m.progress_before + ran).as_secs_f64());
+                        }
+                    }
+                    // Already waiting to be restored (see `checkpoint`).
+                    Preemption::Checkpoint { .. } => {}
+                    Preemption::Freeze | Preemption::FreezeAndSwapOut => {
+                        self.view.set_frozen(id, true);
+                        let task = TaskRequest {
+                            id,
+                            job: JobId(id.0),
+                            class,
+                            request: usage,
+                            submitted: now,
+                        };
+                        self.policy.suspended(now, task, usage);
+                        self.suspended.insert(id, path.clone());
+                    }
+                }
+                tick.preempted.push((path.clone(), done));
+                let mut detail = json!({
+                    "how": done.as_str(),
+                    "usage": usage,
+                    "evidence": evidence,
+                    "timings": timings,
+                    "report": report,
+                });
+                if let Some(why) = fallback {
+                    detail["fallback"] = json!(why);
+                }
+                if let Some(lost) = lost_s {
+                    detail["lost_s"] = json!(lost);
+                }
+                self.record(now, EventKind::Preempted, Some(&path), detail);
+            }
+            Ok(Outcome::Vanished) => {
+                self.record(
+                    now,
+                    EventKind::PreemptVanished,
+                    Some(&path),
+                    json!({ "how": done.as_str(), "evidence": evidence }),
+                );
+            }
+            Err(e) => {
+                self.record(
+                    now,
+                    EventKind::PreemptFailed,
+                    Some(&path),
+                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
+                );
+            }
+        }
+    }
+
+    /// A managed task about to be killed is recorded as killed first: an
+    /// agent that dies between the kill and its record would leave it
+    /// `running`, and the next one would take its end for a finish and
+    /// never run it again.
+    pub(super) fn intend_kill(&mut self, now: Time, id: ContainerId, how: Preemption) {
+        if how == Preemption::Kill {
+            self.persist(now, id, StoredState::Killed, "killed by a preemption");
+        }
+    }
+
+    /// Kills, freezes, or freezes and swaps out a container.
+    pub(super) fn suspend_or_kill(
+        &self,
+        how: Preemption,
+        path: &ContainerPath,
+        usage: u64,
+    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+        match how {
+            Preemption::Freeze => {
+                self.view.cgroups().freeze(path, SETTLE).map(|o| o.map(|()| json!({})))
+            }
+            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(path, usage),
+            _ => self.view.cgroups().kill(path).map(|o| o.map(|r| json!(r_json(&r)))),
+        }
+    }
+
+    /// Freezes a container, then pushes its memory out (v2
+    /// `memory.reclaim`; v1 a squeezed limit), so production gets the RAM
+    /// while the work stays.
+    pub(super) fn freeze_and_swap_out(
+        &self,
+        path: &ContainerPath,
+        usage: u64,
+    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+        if let Outcome::Vanished = self.view.cgroups().freeze(path, SETTLE)? {
+            return Ok(Outcome::Vanished);
+        }
+        let started = Instant::now();
+        // Frozen: it cannot fault its pages back, so all of it may go.
+        let reclaimed = match self.view.cgroups().reclaim(path, usage.max(1)) {
+            Ok(Outcome::Done(got)) => json!(got),
+            Ok(Outcome::Vanished) => return Ok(Outcome::Vanished),
+            // Frozen but still resident: the kernel takes it first, later.
+            Err(e) => json!({ "error": e.to_string() }),
+        };
+        Ok(Outcome::Done(json!({
+            "reclaimed": reclaimed,
+            "swap_out_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()),
+        })))
+    }
+
+    /// Operator's preemption (`overbook preempt`) of one task or container
+    /// by name, through the same path and guards as the policy's.
+    pub fn preempt_by_name(
+        &mut self,
+        now: Time,
+        order: &PreemptRequest,
+    ) -> Result<serde_json::Value, RunError> {
+        let how = match order.how.as_str() {
+            "kill" => Preemption::Kill,
+            "freeze" => Preemption::Freeze,
+            "freeze-and-swap-out" => Preemption::FreezeAndSwapOut,
+            "checkpoint" => Preemption::Checkpoint { incremental: true },
+            "full-checkpoint" => Preemption::Checkpoint { incremental: false },
+            // Decided below, by the configured preemptor.
+            "policy" => Preemption::Freeze,
+            other => return Err(RunError::How(other.to_string())),
+        };
+        // A fresh look: the container may have started since the last
+        // full sample (a calm node is read in full only now and then).
+        match self.view.sample(now) {
+            Ok(sample) => {
+                self.sample = sample;
+                self.note_arrivals_and_departures(now);
+            }
+            Err(e) => {
+                return Err(RunError::Start { name: order.name.clone(), problem: e.to_string() })
+            }
+        }
+        let known = self
+            .view
+            .containers()
+            .find(|k| k.path.name() == order.name && k.members > 0)
+            .map(|k| (k.id, k.class, k.frozen));
+        let Some((id, class, frozen)) = known else {
+            return Err(RunError::NoSuchTask(order.name.clone()));
+        };
+        if !class.is_preemptible() {
+            return Err(RunError::Protected { name: order.name.clone(), class: class.to_string() });
+        }
+        if frozen || self.suspended.contains_key(&id) {
+            return Err(RunError::Start {
+                name: order.name.clone(),
+                problem: "it is already suspended".into(),
+            });
+        }
+        let how = if order.how == "policy" {
+            let stats = self.sample.containers.iter().find(|c| c.id == id);
+            match stats {
+                Some(stats) => self.policy.preemption_for(stats, now),
+                None => return Err(RunError::NoSuchTask(order.name.clone())),
+            }
+        } else {
+            match how {
+                Preemption::Checkpoint { incremental } => {
+                    Preemption::Checkpoint { incremental: incremental && self.has_pre_dump(id) }
+                }
+                other => other,
+            }
+        };
+        let evidence = Evidence {
+            detector: "operator".into(),
+            reason: format!("overbook preempt {} --how {}", order.name, order.how),
+            thrashing: Vec::new(),
+            lasted: Duration::ZERO,
+            candidates: vec![(id, 0.0)],
+        };
+        let mut tick = Tick::default();
+        let before = self.log.recent().last().map_or(0, |e| e.seq);
+        self.preempt(now, id, how, &evidence, Instant::now(), &mut tick);
+        if how == Preemption::Kill && !tick.preempted.is_empty() {
+            self.policy.note_kill(now);
+        }
+        let events: Vec<serde_json::Value> =
+            self.log.after(before).filter_map(|e| serde_json::to_value(e).ok()).collect();
+        Ok(json!({ "preempted": !tick.preempted.is_empty(), "events": events }))
+    }
+
+    pub(super) fn resume(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        site: overbook_core::ResumeSite,
+        tick: &mut Tick,
+    ) {
+        if self.tasks.by_id.get(&id).is_some_and(Managed::checkpointed) {
+            self.restore_checkpointed(now, id, site, tick);
+            return;
+        }
+        let Some(path) = self.suspended.remove(&id) else {
+            let what = format!("resume {id} ({site:?}) of a task this agent did not suspend");
+            self.record(now, EventKind::NotSupported, None, json!({ "action": what }));
+            return;
+        };
+        match self.view.cgroups().thaw(&path, SETTLE) {
+            Ok(Outcome::Done(())) => {
+                self.resumes += 1;
+                self.view.set_frozen(id, false);
+                tick.resumed.push(path.clone());
+                self.record(
+                    now,
+                    EventKind::Resumed,
+                    Some(&path),
+                    json!({ "site": "local", "how": "thaw" }),
+                );
+            }
+            Ok(Outcome::Vanished) => {
+                self.record(now, EventKind::ResumeVanished, Some(&path), json!({}));
+            }
+            Err(e) => {
+                // Keep it queued: a thaw that failed is retried, never forgotten.
+                let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
+                let class =
+                    self.view.by_id(id).map_or(overbook_core::Class::BestEffort, |k| k.class);
+                let task =
+                    TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
+                self.policy.suspended(now, task, usage);
+                self.suspended.insert(id, path.clone());
+                self.record(
+                    now,
+                    EventKind::ResumeFailed,
+                    Some(&path),
+                    json!({ "error": e.to_string() }),
+                );
+            }
+        }
+    }
+
+    /// Steered reclaim (001, 003): the kernel asked to take `bytes` from
+    /// one container now. Never a critical one, whatever asked.
+    pub(super) fn reclaim(&mut self, now: Time, id: ContainerId, bytes: u64) {
+        let Some(k) = self.view.by_id(id) else { return };
+        let (path, class, usage) = (k.path.clone(), k.class, k.counters.usage);
+        if class == overbook_core::Class::Critical {
+            self.record(
+                now,
+                EventKind::ReclaimRefused,
+                Some(&path),
+                json!({ "class": class.as_str() }),
+            );
+            return;
+        }
+        let started = Instant::now();
+        let detail = match self.view.cgroups().reclaim(&path, bytes) {
+            Ok(Outcome::Done(got)) => {
+                json!({ "asked": bytes, "reclaimed": got, "usage_before": usage, "took_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()) })
+            }
+            Ok(Outcome::Vanished) => return,
+            Err(e) => json!({ "asked": bytes, "error": e.to_string() }),
+        };
+        self.record(now, EventKind::Reclaimed, Some(&path), detail);
+    }
+
+    /// Critical containers: swap bypass at once, and (v2) `memory.min`
+    /// raised to their usage as it grows, so the working set of a job
+    /// manager is never reclaimed (000 §5.6: only critical ones; production
+    /// keeps the default swappiness).
+    /// Carries out a critical container's protection (the core's
+    /// [`overbook_core::protect::CriticalGuard`] decides when and how far);
+    /// said the first time for each container.
+    pub(super) fn protect(&mut self, now: Time, id: ContainerId, min: Option<u64>) {
+        let Some(k) = self.view.by_id(id) else { return };
+        let path = k.path.clone();
+        let protection = overbook_linux::Protection {
+            swap: Some(overbook_linux::SwapPolicy::Never),
+            min: min.map(overbook_linux::Limit::Bytes),
+            ..overbook_linux::Protection::default()
+        };
+        let first = self.protected.insert(id);
+        match self.view.cgroups().protect(&path, &protection) {
+            Ok(_) if first => self.record(
+                now,
+                EventKind::Protected,
+                Some(&path),
+                json!({ "swap": "never", "min": min }),
+            ),
+            Ok(_) => {}
+            Err(e) => self.record(
+                now,
+                EventKind::ProtectFailed,
+                Some(&path),
+                json!({ "error": e.to_string() }),
+            ),
+        }
+    }
+
+    /// The evidence with container names instead of ids.
+    pub(super) fn evidence_json(&self, e: &Evidence) -> serde_json::Value {
+        let name = |id: &ContainerId| {
+            self.view.by_id(*id).map_or_else(|| id.to_string(), |k| k.path.name().to_string())
+        };
+        json!({
+            "detector": e.detector,
+            "reason": e.reason,
+            "thrashing": e.thrashing.iter().map(name).collect::<Vec<_>>(),
+            "lasted_s": e.lasted.as_secs_f64(),
+            "candidates": e.candidates.iter().map(|(id, score)| json!({ "container": name(id), "score": score })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn r_json(r: &overbook_linux::KillReport) -> serde_json::Value {
+    json!({
+        "method": format!("{:?}", r.method),
+        "signalled": r.signalled,
+        "reaped": r.reaped,
+        "not_reaped": r.not_reaped,
+    })
+}
