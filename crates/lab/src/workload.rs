@@ -139,7 +139,7 @@ fn seconds_of(s: &str) -> Result<Duration, String> {
         .ok()
         .filter(|x| x.is_finite() && *x > 0.0)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{s:?} is not a number of seconds"))
+        .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
 }
 
 /// A small, fast generator; the pattern only has to defeat the kernel's

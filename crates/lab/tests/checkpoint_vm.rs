@@ -207,7 +207,7 @@ fn a_pre_dumped_task_is_checkpointed_incrementally_and_restored() {
     let gate = node.dir.path().join("gate");
     let open_gate = |steps: u32| std::fs::write(&gate, steps.to_string()).expect("gate");
     open_gate(2);
-    let mut run = paced("be-incr", 0.1, "0");
+    let mut run = paced("be-incr", 0.1, "0.01");
     run.command.extend(["--gate".to_string(), gate.display().to_string()]);
     let mut a = agent(&config);
     a.tick(now(start)).expect("tick");
