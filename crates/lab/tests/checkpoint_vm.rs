@@ -245,8 +245,8 @@ fn a_task_checkpointed_on_one_node_is_restored_on_another_from_the_shared_store(
         .expect("valid path");
     let made = node.cg.create(&root_b, Some(overbook_linux::Limit::Bytes(512 * MIB)));
     assert_eq!(made.expect("second node"), Outcome::Done(()));
-    node.containers.push(root_b.clone());
-    node.containers.push(root_b.child("be-move").expect("valid"));
+    node.adopt(root_b.clone());
+    node.adopt(root_b.child("be-move").expect("valid"));
     let mut config_b = config_a.clone();
     config_b.root = root_b.as_str().to_string();
     config_b.state_db = Some(node.dir.path().join("state-b.db"));

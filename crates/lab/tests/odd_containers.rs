@@ -58,7 +58,7 @@ fn odd_directories_are_skipped_and_told_and_a_nested_pod_is_seen_and_killed_whol
     let pod = node.container("be-pod");
     let inner = pod.child("inner").expect("valid");
     assert_eq!(node.cg.create(&inner, None).expect("create"), Outcome::Done(()));
-    node.containers.push(inner.clone());
+    node.adopt(inner.clone());
     let mut hog = command_in(&*node.cg, &inner, WORKLOAD, ["anon", "32M"])
         .expect("the cgroup's files")
         .stdout(Stdio::piped())

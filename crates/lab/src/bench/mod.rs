@@ -66,7 +66,8 @@ pub struct WorkloadProgram {
 #[derive(Debug)]
 pub struct Worker {
     pub child: Child,
-    lines: Receiver<String>,
+    /// Its output, line by line.
+    pub lines: Receiver<String>,
 }
 
 impl Worker {
@@ -109,6 +110,16 @@ impl Worker {
     /// Whether the process has exited (and is reaped).
     pub fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Whether it still runs.
+    pub fn alive(&mut self) -> bool {
+        !self.exited()
+    }
+
+    /// The last `rate` it reported, draining what it said.
+    pub fn last_rate(&mut self) -> Option<f64> {
+        self.drain_rates().last().copied()
     }
 }
 
@@ -192,6 +203,14 @@ impl BenchNode {
             }
         }
         Ok(path)
+    }
+
+    /// Takes a container made by someone else (a test, an agent) under
+    /// the node's teardown.
+    pub fn adopt(&mut self, path: ContainerPath) {
+        if !self.made.contains(&path) {
+            self.made.push(path);
+        }
     }
 
     /// Kills everything in a container and removes it.
@@ -281,14 +300,15 @@ impl Drop for BenchNode {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for c in self.made.clone().iter().rev() {
-            let until = Instant::now() + Duration::from_secs(10);
+        // Killed members exit on their own time: a cgroup is removable once
+        // its last member has left.
+        let until = Instant::now() + Duration::from_secs(10);
+        for c in self.made.clone().iter().rev().chain(std::iter::once(&self.root.clone())) {
             while self.cg.remove(c).is_err() && Instant::now() < until {
                 let _ = self.cg.kill(c);
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        let _ = self.cg.remove(&self.root);
     }
 }
 

@@ -2,16 +2,13 @@
 //! workers, torn down on drop, and the agent driven tick by tick.
 #![allow(dead_code)]
 
-use overbook_agent::spawn::command_in;
 use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_core::Time;
+use overbook_lab::bench::{BenchNode, WorkloadProgram};
 use overbook_linux::{
-    host_cgroups, ContainerCgroups, ContainerControl, ContainerPath, HostSupport, Limit,
-    NodeCgroups, Outcome,
+    host_cgroups, ContainerCgroups, ContainerControl, ContainerPath, HostSupport, NodeCgroups,
 };
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub const MIB: u64 = 1 << 20;
@@ -38,35 +35,8 @@ pub fn host() -> Option<Box<dyn NodeCgroups>> {
     panic!("real_node cannot run: {why} (set OVERBOOK_ALLOW_SKIP=1 to skip)");
 }
 
-/// A process in a container, with its output lines arriving on a channel.
-pub struct Worker {
-    pub child: Child,
-    pub lines: Receiver<String>,
-}
-
-impl Worker {
-    /// Waits for the worker's `ready` line.
-    pub fn ready(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l == "ready" => return,
-                Ok(_) => {}
-                Err(e) => panic!("worker not ready within {within:?}: {e}"),
-            }
-        }
-    }
-
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The last `rate` the worker reported, draining what it said.
-    pub fn last_rate(&self) -> Option<f64> {
-        self.lines.try_iter().filter_map(|l| l.strip_prefix("rate ")?.parse().ok()).last()
-    }
-}
+/// A workload process in a container (the bench's own).
+pub use overbook_lab::bench::Worker;
 
 /// One real squeeze at a time: thrashing is timing, and two nodes
 /// thrashing at once on two cores would measure each other.
@@ -74,27 +44,36 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A node cgroup with containers and workers, torn down on drop.
 pub struct Node {
-    pub _serial: std::sync::MutexGuard<'static, ()>,
-    pub cg: Box<dyn NodeCgroups>,
-    pub root: ContainerPath,
-    pub containers: Vec<ContainerPath>,
+    /// The node cgroup and what is made in it (the bench's own node).
+    pub bench: BenchNode,
     pub workers: Vec<Worker>,
     pub dir: tempfile::TempDir,
+    /// Last: released once everything else is torn down.
+    pub _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Node {
+    type Target = BenchNode;
+    fn deref(&self) -> &BenchNode {
+        &self.bench
+    }
+}
+
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut BenchNode {
+        &mut self.bench
+    }
 }
 
 impl Node {
     pub fn new(test: &str, limit: u64) -> Option<Node> {
         let serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let cg = host()?;
+        host()?;
         // At the top of the hierarchy: on v1 the memory and freezer
         // hierarchies place this process differently, and a node mirrored
         // into both must not leave empty ancestors behind.
         let name = format!("overbook-test-{test}-{}", std::process::id());
-        let root = ContainerPath::new(&name).expect("valid path");
-        assert_eq!(
-            cg.create(&root, Some(Limit::Bytes(limit))).expect("create node"),
-            Outcome::Done(())
-        );
+        let bench = BenchNode::new(&name, Some(limit)).expect("the node cgroup");
         // On the host, a disk (production's file thrashes as page cache);
         // in the VM (`scripts/vm`, read-only root) the guest's tmpfs, whose
         // pages thrash through its zram swap instead.
@@ -104,34 +83,19 @@ impl Node {
             std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         };
         let dir = tempfile::tempdir_in(scratch).expect("scratch directory");
-        Some(Node { _serial: serial, cg, root, containers: Vec::new(), workers: Vec::new(), dir })
+        Some(Node { bench, workers: Vec::new(), dir, _serial: serial })
     }
 
     pub fn container(&mut self, name: &str) -> ContainerPath {
-        let path = self.root.child(name).expect("valid name");
-        assert_eq!(self.cg.create(&path, None).expect("create"), Outcome::Done(()));
-        self.containers.push(path.clone());
-        path
+        self.bench.container(name).expect("a container")
     }
 
     /// Starts the workload binary with `args` in a new container `name`.
     pub fn start(&mut self, name: &str, args: &[&str]) -> usize {
-        let path = self.container(name);
-        let mut child = command_in(&*self.cg, &path, WORKLOAD, args)
-            .expect("the container's cgroup files")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn workload");
-        let out = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        self.workers.push(Worker { child, lines });
+        let program = WorkloadProgram { program: WORKLOAD.into(), prefix: Vec::new() };
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let worker = self.bench.worker(&program, name, &args).expect("spawn workload");
+        self.workers.push(worker);
         self.workers.len() - 1
     }
 
@@ -139,7 +103,7 @@ impl Node {
         let file = self.dir.path().join("working-set");
         let file = file.to_str().expect("utf-8 path").to_string();
         let w = self.start("prod-reader", &["file", &file, &format!("{size_mib}M")]);
-        self.workers[w].ready(Duration::from_secs(60));
+        self.workers[w].ready(Duration::from_secs(60)).expect("the reader is ready");
         w
     }
 
@@ -149,7 +113,7 @@ impl Node {
         let mut args = vec!["anon", size.as_str()];
         args.extend(hold.as_deref());
         let w = self.start(name, &args);
-        self.workers[w].ready(Duration::from_secs(60));
+        self.workers[w].ready(Duration::from_secs(60)).expect("the hog is ready");
         w
     }
 
@@ -181,30 +145,11 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // What the test made, and what an agent made in the node for it.
-        if let Ok(Outcome::Done(all)) = self.cg.discover(&self.root) {
-            for c in all {
-                if !self.containers.contains(&c) {
-                    self.containers.push(c);
-                }
-            }
-        }
-        for c in &self.containers {
-            let _ = self.cg.kill(c);
-        }
+        // The node's containers are killed (and removed) by the bench's own
+        // teardown; the workers are this test's children, reaped here.
         for w in &mut self.workers {
             let _ = w.child.kill();
             let _ = w.child.wait();
-        }
-        // Killed members of an agent's tasks exit on their own time (their
-        // parent, the test process, never waits for them): a cgroup is
-        // removable once its last member has left.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for c in self.containers.iter().rev().chain(std::iter::once(&self.root)) {
-            while self.cg.remove(c).is_err() && Instant::now() < deadline {
-                let _ = self.cg.kill(c);
-                std::thread::sleep(Duration::from_millis(10));
-            }
         }
     }
 }
