@@ -416,16 +416,30 @@ fn kill_9_at_random_moments_never_touches_production_and_runs_every_task_once() 
             .and_then(|s| s.tasks())
             .is_ok_and(|t| t.good.is_empty() && t.set_aside.is_empty())
     });
-    let o = Command::new(OVERBOOK)
-        .args(["status", "--json", "--socket"])
-        .arg(scene.path("agent.sock"))
-        .output()
-        .expect("status");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status JSON");
+    // The status is the agent's last full sample: on a calm node it may
+    // show a container for a moment after its task's end was recorded.
+    let status = || -> serde_json::Value {
+        let o = Command::new(OVERBOOK)
+            .args(["status", "--json", "--socket"])
+            .arg(scene.path("agent.sock"))
+            .output()
+            .expect("status");
+        serde_json::from_slice(&o.stdout).expect("status JSON")
+    };
+    let busy_in = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        let busy = |c: &&serde_json::Value| c["state"] == "running" || c["state"] == "frozen";
+        v["containers"].as_array().expect("containers").iter().filter(busy).cloned().collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut v = status();
+    while (v["queued"] != serde_json::json!([]) || !busy_in(&v).is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        v = status();
+    }
     assert_eq!(v["queued"], serde_json::json!([]), "{v}");
-    let busy = |c: &&serde_json::Value| c["state"] == "running" || c["state"] == "frozen";
-    let busy: Vec<_> =
-        v["containers"].as_array().expect("containers").iter().filter(busy).collect();
+    let busy = busy_in(&v);
     if !busy.is_empty() {
         let names: Vec<&str> = busy.iter().filter_map(|c| c["name"].as_str()).collect();
         scene.explain(&names);
