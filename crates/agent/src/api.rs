@@ -332,6 +332,17 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    /// One event, for the clients waiting on `/v1/events`.
+    fn gone_event() -> Event {
+        Event {
+            seq: 1,
+            at: 0.0,
+            kind: crate::events::EventKind::Gone,
+            container: None,
+            detail: serde_json::json!({}),
+        }
+    }
+
     /// Issue 13: a run answered 503 (the loop was stalled) still ran later.
     #[test]
     fn an_order_the_client_gave_up_on_is_never_handed_to_the_loop() {
@@ -375,13 +386,7 @@ mod tests {
         assert_eq!(waiting(), 100);
         // ... and the API still answers others.
         assert!(get(&socket, "/v1/status").expect("answers").contains("\"containers\""));
-        let event = Event {
-            seq: 1,
-            at: 0.0,
-            kind: crate::events::EventKind::Gone,
-            container: None,
-            detail: serde_json::json!({}),
-        };
+        let event = gone_event();
         shared.publish(NodeStatus::default(), std::iter::once(event));
         for w in waiters {
             let got = w.join().expect("waiter").expect("answered");
@@ -411,13 +416,7 @@ mod tests {
         assert_eq!(beside, vec![std::ffi::OsString::from("agent.sock")]);
         let status = get(&socket, "/v1/status").expect("answers");
         assert!(status.contains("\"containers\""), "{status}");
-        let event = Event {
-            seq: 1,
-            at: 0.0,
-            kind: crate::events::EventKind::Gone,
-            container: None,
-            detail: serde_json::json!({}),
-        };
+        let event = gone_event();
         shared.publish(NodeStatus::default(), std::iter::once(event));
         // Once a panic in the API's thread (the wait overflowed a Duration).
         let huge = get(&socket, "/v1/events?wait=1e308").expect("clamped, answered");
