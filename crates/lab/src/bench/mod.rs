@@ -302,8 +302,8 @@ impl Drop for BenchNode {
         }
         // Killed members exit on their own time: a cgroup is removable once
         // its last member has left.
-        let until = Instant::now() + Duration::from_secs(10);
         for c in self.made.clone().iter().rev().chain(std::iter::once(&self.root.clone())) {
+            let until = Instant::now() + Duration::from_secs(10);
             while self.cg.remove(c).is_err() && Instant::now() < until {
                 let _ = self.cg.kill(c);
                 std::thread::sleep(Duration::from_millis(10));
