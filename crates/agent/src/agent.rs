@@ -199,6 +199,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             durable.restoring = start.tasks;
             profiles = start.profiles;
             durable.store = start.store;
+            durable.marks = Some(crate::starts::StartMarks::beside(path));
             for notice in start.notices {
                 let (kind, detail) = (notice.kind(), notice.detail());
                 let _ = log.record(Event { seq: 0, at: 0.0, kind, container: None, detail });

@@ -28,6 +28,7 @@ pub mod lock;
 pub mod metrics;
 pub mod node;
 pub mod spawn;
+pub mod starts;
 pub mod store;
 pub mod tasks;
 

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use overbook_agent::starts::StartMarks;
 use overbook_agent::store::{StoredState, StoredTask, TaskStore};
 use overbook_agent::tasks::{PreemptRequest, RunError, RunRequest};
 use overbook_agent::{Agent, EventLog};
@@ -93,22 +94,30 @@ fn a_task_keeps_the_class_it_was_started_with_across_an_agent_restart() {
 
 /// Item 3: an agent that died between recording a start and recording
 /// its pid left `starting`. The next agent starts again a task whose
-/// command never ran, and manages as running one whose command is in its
-/// container: each runs exactly once.
+/// command never ran (no start mark), manages as running one whose command
+/// is in its container, and never runs again one that ran to its end while
+/// no agent watched (a mark, an empty container: the fault-injection suite
+/// found it run twice before marks): each runs exactly once.
 #[test]
 fn a_start_the_agent_died_in_runs_exactly_once() {
     let Some(mut node) = Node::new("start-once", 256 * MIB) else { return };
     let db = node.dir.path().join("state.db");
+    let marks = StartMarks::beside(&db);
     {
         let mut store = TaskStore::open(&db).expect("opens");
-        let never = request("be-never", Class::BestEffort, &["anon", "4M", "60"]);
-        let ran = request("be-ran", Class::BestEffort, &["anon", "4M", "60"]);
-        for r in [never, ran] {
+        for name in ["be-never", "be-ran", "be-ended"] {
+            let r = request(name, Class::BestEffort, &["anon", "4M", "60"]);
             store
                 .put(&StoredTask::new(r, StoredState::Starting, 0, None), "starting")
                 .expect("put");
         }
+        for name in ["be-ran", "be-ended", "be-gone"] {
+            std::fs::write(marks.prepare(name).expect("marks"), "").expect("mark");
+        }
     }
+    // The one that ended left its container, empty.
+    let ended = node.root.child("be-ended").expect("a name");
+    assert!(node.cg.create(&ended, None).expect("container").done().is_some());
     // The command that ran: in its container, as the earlier agent left it.
     let w = node.hog("be-ran", 4, Some(60.0));
     let start = Instant::now();
@@ -119,12 +128,21 @@ fn a_start_the_agent_died_in_runs_exactly_once() {
     let interrupted = |name| events_of(&agent, "start-interrupted", name);
     assert_eq!(interrupted("be-never")[0].1["now"], "queued again: it never ran");
     assert_eq!(interrupted("be-ran")[0].1["now"], "running");
+    assert_eq!(interrupted("be-ended")[0].1["now"], "ended: it ran while no agent watched");
+    assert_eq!(events_of(&agent, "ended-unobserved", "be-ended").len(), 1);
     assert_eq!(events_of(&agent, "started", "be-never").len(), 1, "started once");
-    assert!(events_of(&agent, "started", "be-ran").is_empty(), "never started a second time");
+    for name in ["be-ran", "be-ended"] {
+        assert!(events_of(&agent, "started", name).is_empty(), "{name} never started again");
+    }
     assert_eq!(events_of(&agent, "adopted-task", "be-ran").len(), 1);
     assert!(node.workers[w].alive(), "the one that ran runs on");
+    let left = node.cg.discover(&node.root).expect("listed").done().expect("the root is there");
+    assert!(!left.contains(&ended), "the empty container is removed: {left:?}");
     let status = agent.status();
     assert!(status.queued.is_empty(), "{status:?}");
+    for name in ["be-never", "be-ran", "be-ended", "be-gone"] {
+        assert!(!marks.made(name), "{name}'s mark is cleared or swept");
+    }
     drop(agent);
     let store = TaskStore::open(&db).expect("opens");
     let states: Vec<(String, StoredState)> =

@@ -7,9 +7,11 @@
 //! told it is a shell job). Both happen between `fork` and `exec`, which
 //! needs `pre_exec` and so lives in `sys`; this is its safe face.
 
+use std::ffi::CString;
 use std::fs::OpenOptions;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::CgroupError;
@@ -42,4 +44,43 @@ pub fn join_before_exec(
     }
     sys::join_before_exec(cmd, fds, new_session);
     Ok(())
+}
+
+/// Makes `cmd`'s child create the empty file `mark` (mode 0600, failing if
+/// it exists) as the last thing before its `exec`, after any hook set
+/// before this one (after [`join_before_exec`]'s join, when that was set
+/// first). A mark that cannot be made fails the spawn and the program never
+/// runs. Why: so that whoever finds the mark knows the program was started
+/// in its cgroup, and whoever finds none knows it never ran (the agent's
+/// start marks, for a start it died in).
+pub fn mark_before_exec(cmd: &mut Command, mark: &Path) -> Result<(), CgroupError> {
+    let path = CString::new(mark.as_os_str().as_bytes()).map_err(|_| CgroupError::Io {
+        op: "name a start mark",
+        path: mark.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    })?;
+    sys::mark_before_exec(cmd, path);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_there_before_the_program_runs_and_a_left_one_fails_the_spawn() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mark = dir.path().join("started");
+        let spawn = || {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "test -e \"$0\"", mark.to_str().expect("utf-8")]);
+            mark_before_exec(&mut cmd, &mark).expect("a path without NUL");
+            cmd.status()
+        };
+        assert!(spawn().expect("spawns").success(), "the program saw its mark");
+        let left = spawn().expect_err("a mark already there fails the spawn");
+        assert_eq!(left.kind(), std::io::ErrorKind::AlreadyExists, "{left}");
+        let nul = mark_before_exec(&mut Command::new("true"), Path::new("a\0b"));
+        assert!(nul.is_err());
+    }
 }

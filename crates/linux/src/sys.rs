@@ -86,6 +86,24 @@ pub(crate) fn join_before_exec(cmd: &mut Command, join: Vec<OwnedFd>, new_sessio
     }
 }
 
+/// Makes the child of `cmd` create `mark` (`O_CREAT | O_EXCL`, 0600) just
+/// before its `exec`: see `spawn::mark_before_exec`.
+pub(crate) fn mark_before_exec(cmd: &mut Command, mark: std::ffi::CString) {
+    let hook = move || -> io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(mark.as_c_str(), flags, Mode::RUSR | Mode::WUSR)?;
+        drop(fd);
+        Ok(())
+    };
+    // SAFETY: as in `join_before_exec`: the hook makes two raw syscalls
+    // (open, close) through rustix on a path made before the fork, and
+    // allocates nothing (a `&CStr` path is passed as it is).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`, best effort.
 fn close_range_cloexec(first: u32) {
     // SAFETY: close_range takes three integers and touches no memory; with

@@ -10,11 +10,14 @@
 //!   (a preemption that kills it requeues it, as any task of this agent);
 //!   it is over when its root is gone and its container empty (the earlier
 //!   agent was its parent, so its exit status is unknown);
-//! * a task the earlier agent was starting (`starting`) ran if its command
-//!   is in its container, and is managed as running; otherwise it never ran
-//!   and is queued again. Why that is exact: the earlier agent's children
-//!   held its node lock from fork to exec, and this agent holds that lock,
-//!   so no such child is still on its way into the container;
+//! * a task the earlier agent was starting (`starting`) ran if its start
+//!   mark is there (the child makes it in its container just before its
+//!   exec, see [`crate::starts`]): it is managed as running if its command
+//!   is in its container, and recorded as ended otherwise (a short command
+//!   may have run to its end). Without a mark it never ran and is queued
+//!   again. Why that is exact: the earlier agent's children held its node
+//!   lock from fork to exec, and this agent holds that lock, so no such
+//!   child is still on its way to its mark;
 //! * a running task whose container is gone or empty ended while no agent
 //!   watched: recorded as such, not run again (it may have finished);
 //! * a checkpointed task waits to be restored, as before; one whose image
@@ -31,6 +34,7 @@
 use super::Agent;
 use crate::checkpoint::{dump_complete, ImageKind};
 use crate::events::EventKind;
+use crate::starts::StartMarks;
 use crate::store::{StoredState, StoredTask, TaskStore};
 use crate::tasks::Managed;
 use overbook_core::{ContainerId, Time};
@@ -43,6 +47,9 @@ use std::path::Path;
 #[derive(Debug, Default)]
 pub(crate) struct Durable {
     pub store: Option<TaskStore>,
+    /// Where a start leaves its proof that the command ran (beside the
+    /// store; none without one).
+    pub marks: Option<StartMarks>,
     /// Read at start, taken back at the first full sample.
     pub restoring: Vec<StoredTask>,
     /// Whether images no task names were looked for (once, at start).
@@ -53,8 +60,15 @@ pub(crate) struct Durable {
 
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Records a managed task's new state.
-    pub(super) fn persist(&mut self, now: Time, id: ContainerId, state: StoredState, detail: &str) {
-        let Some(m) = self.tasks.by_id.get(&id) else { return };
+    /// Whether the store has it (`false` too without a store).
+    pub(super) fn persist(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        state: StoredState,
+        detail: &str,
+    ) -> bool {
+        let Some(m) = self.tasks.by_id.get(&id) else { return false };
         let task = StoredTask {
             request: m.request.clone(),
             state,
@@ -64,16 +78,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             progress: m.progress_before,
             usage: m.image.as_ref().map_or(0, |i| i.usage),
         };
-        let Some(store) = &mut self.durable.store else { return };
-        if let Err(e) = store.put(&task, detail) {
-            let name = task.request.name;
-            self.record(
-                now,
-                EventKind::StateError,
-                None,
-                json!({ "task": name, "error": e.to_string() }),
-            );
-        }
+        let Some(store) = &mut self.durable.store else { return false };
+        let Err(e) = store.put(&task, detail) else { return true };
+        let name = task.request.name;
+        self.record(
+            now,
+            EventKind::StateError,
+            None,
+            json!({ "task": name, "error": e.to_string() }),
+        );
+        false
     }
 
     /// Records a finished task's peak and run time for its job's profile.
@@ -115,6 +129,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if !self.durable.strays_swept {
             self.durable.strays_swept = true;
             self.sweep_stray_images(now);
+            if let Some(marks) = &self.durable.marks {
+                let starting: Vec<&str> = (self.durable.restoring.iter())
+                    .filter(|t| t.state == StoredState::Starting)
+                    .map(|t| t.request.name.as_str())
+                    .collect();
+                marks.sweep(&starting);
+            }
         }
         for stored in std::mem::take(&mut self.durable.restoring) {
             self.restore(now, stored);
@@ -202,6 +223,18 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let started =
             stored.state == StoredState::Running && stored.pid.is_some_and(process_exists);
         let alive = members.is_some_and(|n| n > 0) || started;
+        if stored.state == StoredState::Starting
+            && self.durable.marks.as_ref().is_some_and(|marks| marks.made(&name))
+        {
+            // Its command reached its exec: it ran, and if it is not in its
+            // container it ended while no agent watched. Never run again.
+            let now_is = if alive { "running" } else { "ended: it ran while no agent watched" };
+            self.record(now, EventKind::StartInterrupted, Some(&path), json!({ "now": now_is }));
+            stored.state = StoredState::Running;
+            if let Some(marks) = &self.durable.marks {
+                let _ = marks.clear(&name);
+            }
+        }
         if stored.state == StoredState::Dumping {
             let image = stored.image.clone().unwrap_or_default();
             if criu_working_on(&image) {

@@ -140,8 +140,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // Recorded before the process can run: an agent that dies from here
         // until `Running` is recorded leaves `Starting`, and the next one
         // (which holds the node's lock, so no child of this one is still
-        // between fork and exec) finds the command in its container if it
-        // ran, and starts it again only if it did not.
+        // between fork and exec) finds the start mark the child made just
+        // before its exec if the command ran, even if it ran to its end,
+        // and starts it again only if it did not (see `starts`).
+        if let Some(marks) = &self.durable.marks {
+            let marked = marks.prepare(&name).map_err(|e| e.to_string()).and_then(|mark| {
+                overbook_linux::spawn::mark_before_exec(&mut cmd, &mark).map_err(|e| e.to_string())
+            });
+            if let Err(e) = marked {
+                return Err(self.give_up(now, id, fail(format!("start mark: {e}"))));
+            }
+        }
         self.persist(now, id, StoredState::Starting, "starting");
         match cmd.spawn() {
             Ok(child) => {
@@ -159,7 +168,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.discard_images(now, &name);
                 self.view.carry(id, Duration::ZERO, None);
                 self.record(now, EventKind::Started, Some(&path), json!({ "pid": pid, "restarts": restarts, "log": log_path.display().to_string() }));
-                self.persist(now, id, StoredState::Running, &format!("started, pid {pid}"));
+                let stored =
+                    self.persist(now, id, StoredState::Running, &format!("started, pid {pid}"));
+                // `running` says it now. Kept while the store still says
+                // `starting`; else cleared at the next start, or swept by
+                // the next agent.
+                if let Some(marks) = self.durable.marks.as_ref().filter(|_| stored) {
+                    let _ = marks.clear(&name);
+                }
                 Ok(())
             }
             Err(e) => Err(self.give_up(now, id, fail(e.to_string()))),
