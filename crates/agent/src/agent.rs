@@ -16,6 +16,7 @@ use crate::events::{Event, EventKind, EventLog};
 use crate::node::{NodeSample, NodeView};
 use crate::store::{StoreError, TaskStore};
 use crate::tasks::Tasks;
+use overbook_core::cadence::{Cadence, CheapSignals};
 use overbook_core::config::ConfigError;
 use overbook_core::launch::TaskRequest;
 use overbook_core::policy::{NodeFacilities, NodePolicy};
@@ -107,7 +108,8 @@ pub struct Agent<C> {
     resumes: u64,
     tasks: Tasks,
     task_log_dir: PathBuf,
-    calm_period: Duration,
+    /// When every container is read and the policy consulted (the core's rule).
+    cadence: Cadence,
     /// The reclaimer's headroom, if one is configured: a calm node nearing
     /// it is read in full, so the reclaimer acts before the kernel must.
     reclaim_headroom: Option<f64>,
@@ -231,7 +233,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             resumes: 0,
             tasks,
             task_log_dir: config.task_log_dir.clone(),
-            calm_period: config.calm_period,
+            cadence: Cadence {
+                sample_period: config.sample_period,
+                calm_period: config.calm_period,
+            },
             reclaim_headroom: config.policy.reclaimer.headroom(),
             last_pressure: None,
             last_light: None,
@@ -344,11 +349,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.actions = actions;
     }
 
-    /// Whether this tick reads every container: always while the node's
+    /// Whether this tick reads every container, by the core's rule
+    /// ([`Cadence::look_due`]) on what is cheap to see: whether the node's
     /// memory keeps filling up (its cgroup hits its limit: v1
     /// `memory.failcnt`, v2 `memory.events` `max`; on a node without a
-    /// limit, system PSI stall grows), when the policy asked to look again,
-    /// or when a task waits; otherwise once per `calm_period`. Why: reading
+    /// limit, system PSI stall grows), whether a task waits, and whether
+    /// free memory nears the reclaimer's headroom. Why: reading
     /// 200 containers' files ten times a second costs ~10% of a core, a calm
     /// node needs none of it, and thrashing is only counted while the node
     /// is full anyway (see the detector), which one small file shows.
@@ -361,12 +367,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         let busy = pressure.is_none() || pressure != self.last_pressure;
         self.last_pressure = pressure;
-        let calm_over = self.last_full.is_none_or(|t| now.since(t) >= self.calm_period);
-        let asked = self.wake_at.is_some_and(|w| now >= w);
-        let waiting = self.tasks.by_id.values().any(|m| !m.running())
-            || !self.suspended.is_empty()
-            || !self.durable.restoring.is_empty();
-        Ok(busy || calm_over || asked || waiting || self.nearing_headroom())
+        let seen = CheapSignals {
+            memory_busy: busy,
+            work_waiting: self.tasks.by_id.values().any(|m| !m.running())
+                || !self.suspended.is_empty()
+                || !self.durable.restoring.is_empty(),
+            near_headroom: self.nearing_headroom(),
+        };
+        Ok(self.cadence.look_due(now, self.last_full, self.wake_at, seen))
     }
 
     /// Whether the node's free memory is within twice the reclaimer's

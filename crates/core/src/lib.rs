@@ -8,10 +8,11 @@
 //! [`detect`] (is anyone thrashing, is the node under pressure) →
 //! [`rank`] (which best-effort container pays) → [`preempt`] (how it pays) →
 //! [`launch`] (who may start, who may resume). [`policy::NodePolicy`]
-//! composes them. (Placement across nodes is the cluster scheduler's: the
+//! composes them; [`cadence`] says when it is consulted. (Placement across nodes is the cluster scheduler's: the
 //! simulator's own, in `overbook-sim`, or Kubernetes'.)
 
 pub mod action;
+pub mod cadence;
 pub mod config;
 pub mod convert;
 pub mod detect;

@@ -22,6 +22,7 @@ use crate::workload::{TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
 use clock::Lane;
 use node::{Member, Node};
 use overbook_core::action::RejectReason;
+use overbook_core::cadence::Cadence;
 use overbook_core::config::{ConfigError, PolicyConfig};
 use overbook_core::launch::Admission;
 use overbook_core::policy::{NodeFacilities, NodePolicy};
@@ -683,8 +684,10 @@ impl<'m> Engine<'m> {
             self.apply(node, action);
         }
         self.actions = actions;
-        let sample = thrashing.then(|| now + self.cfg.sample_period);
-        if let Some(at) = [wake, sample].into_iter().flatten().min() {
+        // Every change steps the policy already (this is called on each):
+        // an event-driven node has no calm period, only looks to schedule.
+        let cadence = Cadence { sample_period: self.cfg.sample_period, calm_period: Duration::MAX };
+        if let Some(at) = cadence.next_look(now, thrashing, wake) {
             self.wake(node, at.max(now));
         }
     }

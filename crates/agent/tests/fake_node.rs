@@ -1,0 +1,265 @@
+//! The agent's executor and task supervisor without root: the agent runs
+//! over a fake cgroup v1 tree (plain files in a temporary directory, laid
+//! out as cgroupfs; see `crates/linux/tests/fake_tree.rs`), with real
+//! processes of this test listed in its `cgroup.procs` files.
+//!
+//! Why fake files and real processes: what the kernel alone does (charge
+//! memory, settle a freeze, refuse an rmdir) is tested as root on the real
+//! kernel (`overbook-lab`'s `real_node`, `restarts`, the VM suite); what
+//! the agent does with it (which container it acts on, the guards, which
+//! events and states follow, which processes get the signal) runs here on
+//! any machine. A freeze "settles" because the fake `freezer.state` reads
+//! back what was written; a kill signals the listed pids through pidfds,
+//! as on a real v1 node.
+
+use overbook_agent::tasks::{PreemptRequest, RunError, RunRequest};
+use overbook_agent::{Agent, AgentConfig, EventLog};
+use overbook_core::{Class, Time};
+use overbook_linux::V1Cgroups;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+/// A real v1 `memory.stat` (the linux crate's fixture): its counters never
+/// move here, so nothing ever thrashes.
+const STAT: &str = include_str!("../../linux/tests/fixtures/v1/leaf/memory.stat");
+
+/// A fake v1 node: `memory/<root>` and `freezer/<root>` in a temp dir.
+struct FakeNode {
+    dir: tempfile::TempDir,
+    children: Vec<Child>,
+}
+
+impl FakeNode {
+    fn new() -> FakeNode {
+        let node = FakeNode { dir: tempfile::tempdir().expect("temp dir"), children: Vec::new() };
+        node.cgroup("", 64 * MIB);
+        node
+    }
+
+    fn memory(&self) -> PathBuf {
+        self.dir.path().join("memory")
+    }
+
+    fn freezer(&self) -> PathBuf {
+        self.dir.path().join("freezer")
+    }
+
+    fn memory_dir(&self, name: &str) -> PathBuf {
+        self.memory().join("node").join(name)
+    }
+
+    fn freezer_state(&self, name: &str) -> String {
+        let file = self.freezer().join("node").join(name).join("freezer.state");
+        fs::read_to_string(file).expect("freezer.state").trim().to_string()
+    }
+
+    /// A cgroup `name` under the node (`""`: the node itself) using `usage`.
+    fn cgroup(&self, name: &str, usage: u64) {
+        let memory = self.memory_dir(name);
+        let put = |dir: &Path, file: &str, text: &str| {
+            fs::create_dir_all(dir).expect("mkdir");
+            fs::write(dir.join(file), text).expect("write");
+        };
+        put(&memory, "memory.usage_in_bytes", &format!("{usage}\n"));
+        put(&memory, "memory.stat", STAT);
+        put(&memory, "memory.limit_in_bytes", &format!("{}\n", 1u64 << 40));
+        put(&memory, "memory.failcnt", "0\n");
+        for knob in ["memory.soft_limit_in_bytes", "memory.swappiness", "memory.force_empty"] {
+            put(&memory, knob, "");
+        }
+        let freezer = self.freezer().join("node").join(name);
+        put(&freezer, "freezer.state", "THAWED\n");
+        for dir in [&memory, &freezer] {
+            put(dir, "cgroup.procs", "");
+            put(dir, "tasks", "");
+        }
+    }
+
+    /// A real process of this test (a `sleep`), listed as `name`'s member.
+    fn member(&mut self, name: &str) -> u32 {
+        let child = Command::new("sleep").arg("600").spawn().expect("sleep");
+        let pid = child.id();
+        fs::write(self.memory_dir(name).join("cgroup.procs"), format!("{pid}\n")).expect("procs");
+        self.children.push(child);
+        pid
+    }
+
+    /// Whether this test's child `pid` has exited (reaped now if so).
+    fn exited(&mut self, pid: u32) -> bool {
+        let child = self.children.iter_mut().find(|c| c.id() == pid).expect("a child of ours");
+        child.try_wait().expect("wait").is_some()
+    }
+
+    fn agent(&self, preemptor: &str) -> Agent<V1Cgroups> {
+        let toml = format!(
+            "[node]\nroot = \"node\"\ncapacity = \"1GiB\"\n\
+             [agent]\nstate_db = \"\"\ntask_log_dir = \"{}\"\n\
+             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
+             [[classes]]\npattern = \"critical-*\"\nclass = \"critical\"\n\
+             [policy.preemptor]\nkind = \"{preemptor}\"\n",
+            self.dir.path().join("logs").display()
+        );
+        let config = AgentConfig::parse(&toml, "fake.toml").expect("config");
+        let cg = V1Cgroups::new(self.memory(), Some(self.freezer()));
+        Agent::new(&config, cg, EventLog::in_memory(1000)).expect("agent")
+    }
+}
+
+impl Drop for FakeNode {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn kinds<C>(agent: &Agent<C>) -> Vec<String> {
+    agent.events().recent().map(|e| e.kind.as_str().to_string()).collect()
+}
+
+fn order(name: &str, how: &str) -> PreemptRequest {
+    PreemptRequest { name: name.into(), how: how.into() }
+}
+
+#[test]
+fn a_kill_signals_every_member_of_the_victim_and_no_one_else() {
+    let mut node = FakeNode::new();
+    node.cgroup("be-victim", 8 * MIB);
+    node.cgroup("be-bystander", 8 * MIB);
+    let victim = node.member("be-victim");
+    let bystander = node.member("be-bystander");
+    let mut agent = node.agent("kill");
+    agent.tick(Time::ZERO).expect("tick");
+    let answer = agent.preempt_by_name(Time::from_secs(1), &order("be-victim", "kill"));
+    let answer = answer.expect("a best-effort container is preemptible");
+    assert_eq!(answer["preempted"], true, "{answer}");
+    let preempted = agent.events().recent().find(|e| e.kind.as_str() == "preempted");
+    let preempted = preempted.expect("a preempted event");
+    assert_eq!(preempted.container.as_deref(), Some("/node/be-victim"));
+    assert_eq!(preempted.detail["how"], "kill");
+    assert_eq!(preempted.detail["report"]["signalled"], 1, "{}", preempted.detail);
+    assert_eq!(preempted.detail["evidence"]["detector"], "operator");
+    // The signal is real: the victim's process is gone, the other lives.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !node.exited(victim) {
+        assert!(std::time::Instant::now() < deadline, "the victim outlived its kill");
+        std::thread::yield_now();
+    }
+    assert!(!node.exited(bystander), "a container not chosen is never touched");
+    assert_eq!(node.freezer_state("be-victim"), "THAWED", "left thawed after the kill");
+}
+
+#[test]
+fn a_protected_container_is_never_preempted_by_any_path() {
+    let mut node = FakeNode::new();
+    node.cgroup("prod-db", 8 * MIB);
+    node.cgroup("critical-manager", 8 * MIB);
+    let db = node.member("prod-db");
+    let manager = node.member("critical-manager");
+    let mut agent = node.agent("kill");
+    agent.tick(Time::ZERO).expect("tick");
+    for name in ["prod-db", "critical-manager"] {
+        for how in ["kill", "freeze", "freeze-and-swap-out", "policy"] {
+            let refused = agent.preempt_by_name(Time::from_secs(1), &order(name, how));
+            assert!(
+                matches!(refused, Err(RunError::Protected { .. })),
+                "{name} {how}: {refused:?}"
+            );
+        }
+    }
+    assert!(!node.exited(db) && !node.exited(manager));
+    assert_eq!(node.freezer_state("prod-db"), "THAWED");
+    assert!(!kinds(&agent).iter().any(|k| k == "preempted"), "{:?}", kinds(&agent));
+}
+
+#[test]
+fn a_frozen_container_is_thawed_by_the_policy_once_memory_is_back() {
+    let mut node = FakeNode::new();
+    node.cgroup("be-paused", 8 * MIB);
+    let pid = node.member("be-paused");
+    let mut agent = node.agent("suspend");
+    agent.tick(Time::ZERO).expect("tick");
+    let answer = agent.preempt_by_name(Time::from_secs(1), &order("be-paused", "freeze"));
+    assert_eq!(answer.expect("frozen")["preempted"], true);
+    assert_eq!(node.freezer_state("be-paused"), "FROZEN");
+    let shown = agent.status();
+    let c = shown.containers.iter().find(|c| c.name == "be-paused").expect("shown");
+    assert_eq!(c.state, "frozen");
+    let again = agent.preempt_by_name(Time::from_secs(1), &order("be-paused", "kill"));
+    assert!(again.is_err(), "a suspended container is not preempted twice: {again:?}");
+    // The node has all its memory free: the policy resumes it, first come
+    // first served, and the executor thaws it.
+    for s in 2..40 {
+        agent.tick(Time::from_secs(s)).expect("tick");
+        if node.freezer_state("be-paused") == "THAWED" {
+            break;
+        }
+    }
+    assert_eq!(node.freezer_state("be-paused"), "THAWED", "{:?}", kinds(&agent));
+    let resumed = agent.events().recent().find(|e| e.kind.as_str() == "resumed").expect("resumed");
+    assert_eq!(resumed.detail["how"], "thaw");
+    assert!(!node.exited(pid), "a freeze keeps the work");
+}
+
+#[test]
+fn a_task_is_started_in_its_container_and_its_end_recorded() {
+    let node = FakeNode::new();
+    let mut agent = node.agent("kill");
+    agent.tick(Time::ZERO).expect("tick");
+    // The agent makes the container (an mkdir); the fake's directory needs
+    // the files a kernel would make with it, so they are there already.
+    node.cgroup("be-job", 0);
+    let marker = node.dir.path().join("ran");
+    let request = RunRequest {
+        name: "be-job".into(),
+        class: Class::BestEffort,
+        mem_peak: Some(4 * MIB),
+        job: None,
+        weight: None,
+        command: vec!["sh".into(), "-c".into(), format!("echo ran > {}", marker.display())],
+        cwd: None,
+    };
+    let reply = agent.submit(Time::from_secs(1), request).expect("admitted");
+    // Best-effort work is launched by the policy, at its next step.
+    assert_eq!(reply.state, "queued");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut s = 2;
+    while !kinds(&agent).iter().any(|k| k == "started") {
+        let all: Vec<String> =
+            agent.events().recent().map(|e| format!("{} {}", e.kind.as_str(), e.detail)).collect();
+        assert!(
+            std::time::Instant::now() < deadline
+                && !all.iter().any(|k| k.starts_with("start-failed")),
+            "never started: {all:?}"
+        );
+        agent.tick(Time::from_secs(s)).expect("tick");
+        s += 1;
+    }
+    // The child joined its container before its exec: it wrote itself in
+    // (`0`, the writer, as the kernel takes it).
+    let joined = fs::read_to_string(node.memory_dir("be-job").join("cgroup.procs")).expect("procs");
+    assert_eq!(joined, "0", "the child wrote itself into its container");
+    while !kinds(&agent).iter().any(|k| k == "finished") {
+        assert!(std::time::Instant::now() < deadline, "never finished: {:?}", kinds(&agent));
+        agent.tick(Time::from_secs(s)).expect("tick");
+        s += 1;
+    }
+    assert_eq!(fs::read_to_string(&marker).expect("the command ran"), "ran\n");
+    let finished = agent.events().recent().find(|e| e.kind.as_str() == "finished").expect("end");
+    assert_eq!(finished.detail["status"], "exit status: 0", "{}", finished.detail);
+    let missing = RunRequest {
+        name: "prod-x".into(),
+        class: Class::Production,
+        mem_peak: None,
+        job: None,
+        weight: None,
+        command: vec!["no-such-program-overbook".into()],
+        cwd: None,
+    };
+    let refused = agent.submit(Time::from_secs(s), missing);
+    assert!(refused.is_err(), "a program that is not there is refused at once: {refused:?}");
+}
