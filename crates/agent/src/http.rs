@@ -9,14 +9,24 @@
 //! accept (a slow or silent client is cut off); a listener that keeps
 //! accepting when the process runs out of descriptors (a spare descriptor
 //! is given up to accept and close the waiting connection, so the kernel's
-//! queue drains instead of the loop spinning or stopping). The socket file
-//! is never removed here; the agent removes it when it stops.
+//! queue drains instead of the loop spinning or stopping), and that, while
+//! it is short of descriptors, cuts off connections that have sent nothing
+//! for [`IDLE_WHEN_SHORT`] (so idle holders cannot keep a waiting request
+//! out for the whole read deadline). The socket file is never removed
+//! here; the agent removes it when it stops.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long a connection that has sent nothing is kept while the process
+/// is short of descriptors.
+pub const IDLE_WHEN_SHORT: Duration = Duration::from_secs(1);
+
+/// How often a waiting read looks whether it must give way.
+const READ_SLICE: Duration = Duration::from_millis(200);
 
 /// What one client may take of the agent.
 #[derive(Clone, Copy, Debug)]
@@ -119,12 +129,24 @@ where
 {
     let handler = Arc::new(handler);
     let open = Arc::new(AtomicUsize::new(0));
+    let short = Arc::new(AtomicBool::new(false));
     std::thread::spawn(move || {
         let mut spare = std::fs::File::open("/dev/null").ok();
         loop {
+            if spare.is_none() {
+                spare = std::fs::File::open("/dev/null").ok();
+            }
             let stream = match listener.accept() {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    if spare.is_some() {
+                        short.store(false, Ordering::Relaxed);
+                    }
+                    stream
+                }
                 Err(e) if out_of_descriptors(&e) => {
+                    // Connections that sent nothing give their descriptors
+                    // back soon (see `read_some`).
+                    short.store(true, Ordering::Relaxed);
                     // Give the spare up for a moment: the waiting client is
                     // accepted and closed, so it learns at once and the
                     // queue does not keep the loop busy.
@@ -162,12 +184,13 @@ where
             }
             let slot = Slot(Arc::clone(&open));
             let (handler, counts) = (Arc::clone(&handler), Arc::clone(&refusals));
+            let short = Arc::clone(&short);
             let spawned = std::thread::Builder::new()
                 .name("overbook-api".into())
                 .stack_size(256 << 10)
                 .spawn(move || {
                     let _slot = slot;
-                    converse(stream, &limits, &counts, &*handler);
+                    converse(stream, &limits, &counts, &short, &*handler);
                 });
             if spawned.is_err() {
                 // The stream and slot went with the closure and are released.
@@ -204,9 +227,10 @@ fn converse<H: Fn(Request) -> Response>(
     mut stream: UnixStream,
     limits: &Limits,
     refusals: &Refusals,
+    short: &AtomicBool,
     handler: &H,
 ) {
-    let response = match read_request(&mut stream, limits) {
+    let response = match read_request(&mut stream, limits, short) {
         Ok(request) => handler(request),
         Err(Refused::Gone) => return,
         Err(Refused::Answer(counter, response)) => {
@@ -231,39 +255,65 @@ fn too_slow() -> Refused {
     Refused::Answer(|r| &r.too_slow, Response::text(408, "request not complete in time\n"))
 }
 
+fn shed() -> Refused {
+    Refused::Answer(
+        |r| &r.out_of_descriptors,
+        Response::text(503, "the agent is short of descriptors; ask again\n"),
+    )
+}
+
 fn malformed(why: &str) -> Refused {
     Refused::Answer(|r| &r.malformed, Response::text(400, format!("{why}\n")))
 }
 
+/// How a request is being read: by when it must be whole, and when the
+/// connection was accepted (for cutting off idle ones while short).
+struct Reading<'a> {
+    deadline: Instant,
+    accepted: Instant,
+    short: &'a AtomicBool,
+}
+
 /// Reads what has arrived (at most 4 KiB) onto `buf`, waiting no later
-/// than `deadline`.
+/// than the deadline; a connection that has sent nothing at all is cut off
+/// after [`IDLE_WHEN_SHORT`] while the listener is short of descriptors.
 fn read_some(
     stream: &mut UnixStream,
     buf: &mut Vec<u8>,
-    deadline: Instant,
+    reading: &Reading<'_>,
 ) -> Result<usize, Refused> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(too_slow());
-    }
-    stream.set_read_timeout(Some(left)).map_err(|_| Refused::Gone)?;
     let mut chunk = [0u8; 4096];
-    match stream.read(&mut chunk) {
-        Ok(0) => Err(Refused::Gone),
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(n)
+    loop {
+        let left = reading.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(too_slow());
         }
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-            Err(too_slow())
+        stream.set_read_timeout(Some(left.min(READ_SLICE))).map_err(|_| Refused::Gone)?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return Err(Refused::Gone),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(n);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let idle = buf.is_empty() && reading.accepted.elapsed() >= IDLE_WHEN_SHORT;
+                if idle && reading.short.load(Ordering::Relaxed) {
+                    return Err(shed());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(Refused::Gone),
         }
-        Err(e) if e.kind() == ErrorKind::Interrupted => Ok(0),
-        Err(_) => Err(Refused::Gone),
     }
 }
 
-fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Refused> {
-    let deadline = Instant::now() + limits.read_deadline;
+fn read_request(
+    stream: &mut UnixStream,
+    limits: &Limits,
+    short: &AtomicBool,
+) -> Result<Request, Refused> {
+    let accepted = Instant::now();
+    let reading = Reading { deadline: accepted + limits.read_deadline, accepted, short };
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -274,7 +324,7 @@ fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Ref
                 Response::text(431, format!("request head over {} bytes\n", limits.max_head));
             return Err(Refused::Answer(|r| &r.too_large, answer));
         }
-        read_some(stream, &mut buf, deadline)?;
+        read_some(stream, &mut buf, &reading)?;
     };
     if head_end > limits.max_head {
         let answer = Response::text(431, format!("request head over {} bytes\n", limits.max_head));
@@ -311,7 +361,7 @@ fn read_request(stream: &mut UnixStream, limits: &Limits) -> Result<Request, Ref
         return Err(Refused::Answer(|r| &r.too_large, answer));
     }
     while body.len() < length {
-        read_some(stream, &mut body, deadline)?;
+        read_some(stream, &mut body, &reading)?;
     }
     if body.len() > length {
         return Err(malformed("more body than its Content-Length"));

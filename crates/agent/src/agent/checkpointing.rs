@@ -18,7 +18,8 @@
 
 use super::{Agent, Tick};
 use crate::checkpoint::{Claim, ImageKind, Manifest};
-use crate::events::EventKind;
+use crate::events::details::{PreemptReport, Resumed};
+use crate::events::{detail_json, EventKind};
 use crate::store::StoredState;
 use crate::tasks::{check_name, Managed, RunError, RunRequest, TaskImage};
 use overbook_core::launch::TaskRequest;
@@ -68,7 +69,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         now: Time,
         id: ContainerId,
         incremental: bool,
-    ) -> Result<Outcome<serde_json::Value>, String> {
+    ) -> Result<Outcome<PreemptReport>, String> {
         self.can_checkpoint(id)?;
         let (store, m) = match (&self.images, self.tasks.by_id.get(&id)) {
             (Some(s), Some(m)) => (s, m),
@@ -172,16 +173,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let task = TaskRequest { id, job, class, request: usage, submitted: now };
         self.policy.suspended(now, task, usage);
         self.view.carry(id, progress, None);
-        Ok(Outcome::Done(json!({
-            "images": dir.display().to_string(),
-            "incremental": report.prev.is_some(),
-            "incremental_failed": incremental_failed,
-            "pages": report.sizes.pages,
-            "bytes": report.sizes.total,
-            "dump_s": report.elapsed.as_secs_f64(),
-            "progress_s": progress.as_secs_f64(),
-            "unreaped": unreaped,
-        })))
+        Ok(Outcome::Done(PreemptReport {
+            images: Some(dir.display().to_string()),
+            incremental: Some(report.prev.is_some()),
+            incremental_failed,
+            pages: Some(report.sizes.pages),
+            bytes: Some(report.sizes.total),
+            dump_s: Some(report.elapsed.as_secs_f64()),
+            progress_s: Some(progress.as_secs_f64()),
+            unreaped: Some(u64::try_from(unreaped).unwrap_or(u64::MAX)),
+            ..PreemptReport::default()
+        }))
     }
 
     /// Restores checkpointed task `id` into a fresh container; if that
@@ -241,13 +243,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     now,
                     EventKind::Resumed,
                     Some(&path),
-                    json!({
-                        "site": site_name(site),
-                        "how": "restore",
-                        "pid": r.pid.get(),
-                        "restore_s": r.elapsed.as_secs_f64(),
-                        "bytes": image.size,
-                        "progress_s": progress.as_secs_f64(),
+                    detail_json(&Resumed {
+                        site: site_name(site).to_string(),
+                        how: "restore".into(),
+                        pid: Some(r.pid.get()),
+                        restore_s: Some(r.elapsed.as_secs_f64()),
+                        bytes: Some(image.size),
+                        progress_s: Some(progress.as_secs_f64()),
                     }),
                 );
             }

@@ -5,7 +5,8 @@
 //! operator's preemptions by name, which take the same paths.
 
 use super::{Agent, Tick, SETTLE};
-use crate::events::EventKind;
+use crate::events::details::{self, PreemptReport, Preempted, Reclaimed, Resumed, Timings};
+use crate::events::{detail_json, EventKind};
 use crate::store::StoredState;
 use crate::tasks::{Managed, PreemptRequest, RunError};
 use overbook_core::launch::TaskRequest;
@@ -61,7 +62,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // The core never picks a protected class; this guard makes sure no
         // bug anywhere can turn that into a kill.
         if !class.is_preemptible() {
-            let evidence = self.evidence_json(evidence);
+            let evidence = detail_json(&self.evidence_detail(evidence));
             self.record(
                 now,
                 EventKind::PreemptRefused,
@@ -102,11 +103,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         let finished = Instant::now();
         // Everything for the log is made after the action, not before it.
-        let evidence = self.evidence_json(evidence);
-        let timings = json!({
-            "decision_to_issue_us": overbook_core::convert::u128_to_u64(issued.duration_since(decided).as_micros()),
-            "action_us": overbook_core::convert::u128_to_u64(finished.duration_since(issued).as_micros()),
-        });
+        let evidence = self.evidence_detail(evidence);
+        let timings = Timings {
+            decision_to_issue_us: overbook_core::convert::u128_to_u64(
+                issued.duration_since(decided).as_micros(),
+            ),
+            action_us: overbook_core::convert::u128_to_u64(
+                finished.duration_since(issued).as_micros(),
+            ),
+        };
         match result {
             Ok(Outcome::Done(report)) => {
                 self.preemptions += 1;
@@ -141,27 +146,23 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     }
                 }
                 tick.preempted.push((path.clone(), done));
-                let mut detail = json!({
-                    "how": done.as_str(),
-                    "usage": usage,
-                    "evidence": evidence,
-                    "timings": timings,
-                    "report": report,
-                });
-                if let Some(why) = fallback {
-                    detail["fallback"] = json!(why);
-                }
-                if let Some(lost) = lost_s {
-                    detail["lost_s"] = json!(lost);
-                }
-                self.record(now, EventKind::Preempted, Some(&path), detail);
+                let detail = Preempted {
+                    how: done.as_str().to_string(),
+                    usage,
+                    evidence,
+                    timings,
+                    report,
+                    fallback,
+                    lost_s,
+                };
+                self.record(now, EventKind::Preempted, Some(&path), detail_json(&detail));
             }
             Ok(Outcome::Vanished) => {
                 self.record(
                     now,
                     EventKind::PreemptVanished,
                     Some(&path),
-                    json!({ "how": done.as_str(), "evidence": evidence }),
+                    json!({ "how": done.as_str(), "evidence": detail_json(&evidence) }),
                 );
             }
             Err(e) => {
@@ -169,7 +170,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     now,
                     EventKind::PreemptFailed,
                     Some(&path),
-                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": evidence, "fallback": fallback }),
+                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": detail_json(&evidence), "fallback": fallback }),
                 );
             }
         }
@@ -191,13 +192,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         how: Preemption,
         path: &ContainerPath,
         usage: u64,
-    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+    ) -> Result<Outcome<PreemptReport>, CgroupError> {
         match how {
-            Preemption::Freeze => {
-                self.view.cgroups().freeze(path, SETTLE).map(|o| o.map(|()| json!({})))
-            }
+            Preemption::Freeze => self
+                .view
+                .cgroups()
+                .freeze(path, SETTLE)
+                .map(|o| o.map(|()| PreemptReport::default())),
             Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(path, usage),
-            _ => self.view.cgroups().kill(path).map(|o| o.map(|r| json!(r_json(&r)))),
+            _ => self.view.cgroups().kill(path).map(|o| o.map(|r| kill_report(&r))),
         }
     }
 
@@ -208,7 +211,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         &self,
         path: &ContainerPath,
         usage: u64,
-    ) -> Result<Outcome<serde_json::Value>, CgroupError> {
+    ) -> Result<Outcome<PreemptReport>, CgroupError> {
         if let Outcome::Vanished = self.view.cgroups().freeze(path, SETTLE)? {
             return Ok(Outcome::Vanished);
         }
@@ -220,10 +223,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             // Frozen but still resident: the kernel takes it first, later.
             Err(e) => json!({ "error": e.to_string() }),
         };
-        Ok(Outcome::Done(json!({
-            "reclaimed": reclaimed,
-            "swap_out_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()),
-        })))
+        Ok(Outcome::Done(PreemptReport {
+            reclaimed: Some(reclaimed),
+            swap_out_us: Some(overbook_core::convert::u128_to_u64(started.elapsed().as_micros())),
+            ..PreemptReport::default()
+        }))
     }
 
     /// Operator's preemption (`overbook preempt`) of one task or container
@@ -324,12 +328,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.resumes += 1;
                 self.view.set_frozen(id, false);
                 tick.resumed.push(path.clone());
-                self.record(
-                    now,
-                    EventKind::Resumed,
-                    Some(&path),
-                    json!({ "site": "local", "how": "thaw" }),
-                );
+                let thawed =
+                    Resumed { site: "local".into(), how: "thaw".into(), ..Resumed::default() };
+                self.record(now, EventKind::Resumed, Some(&path), detail_json(&thawed));
             }
             Ok(Outcome::Vanished) => {
                 self.record(now, EventKind::ResumeVanished, Some(&path), json!({}));
@@ -369,13 +370,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         let started = Instant::now();
         let detail = match self.view.cgroups().reclaim(&path, bytes) {
-            Ok(Outcome::Done(got)) => {
-                json!({ "asked": bytes, "reclaimed": got, "usage_before": usage, "took_us": overbook_core::convert::u128_to_u64(started.elapsed().as_micros()) })
-            }
+            Ok(Outcome::Done(got)) => Reclaimed {
+                asked: bytes,
+                reclaimed: Some(got),
+                usage_before: Some(usage),
+                took_us: Some(overbook_core::convert::u128_to_u64(started.elapsed().as_micros())),
+                error: None,
+            },
             Ok(Outcome::Vanished) => return,
-            Err(e) => json!({ "asked": bytes, "error": e.to_string() }),
+            Err(e) => {
+                Reclaimed { asked: bytes, error: Some(e.to_string()), ..Reclaimed::default() }
+            }
         };
-        self.record(now, EventKind::Reclaimed, Some(&path), detail);
+        self.record(now, EventKind::Reclaimed, Some(&path), detail_json(&detail));
     }
 
     /// Critical containers: swap bypass at once, and (v2) `memory.min`
@@ -412,25 +419,29 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     /// The evidence with container names instead of ids.
-    pub(super) fn evidence_json(&self, e: &Evidence) -> serde_json::Value {
+    pub(super) fn evidence_detail(&self, e: &Evidence) -> details::Evidence {
         let name = |id: &ContainerId| {
             self.view.by_id(*id).map_or_else(|| id.to_string(), |k| k.path.name().to_string())
         };
-        json!({
-            "detector": e.detector,
-            "reason": e.reason,
-            "thrashing": e.thrashing.iter().map(name).collect::<Vec<_>>(),
-            "lasted_s": e.lasted.as_secs_f64(),
-            "candidates": e.candidates.iter().map(|(id, score)| json!({ "container": name(id), "score": score })).collect::<Vec<_>>(),
-        })
+        details::Evidence {
+            detector: e.detector.clone(),
+            reason: e.reason.clone(),
+            thrashing: e.thrashing.iter().map(name).collect(),
+            lasted_s: e.lasted.as_secs_f64(),
+            candidates: (e.candidates.iter())
+                .map(|(id, score)| details::Candidate { container: name(id), score: *score })
+                .collect(),
+        }
     }
 }
 
-fn r_json(r: &overbook_linux::KillReport) -> serde_json::Value {
-    json!({
-        "method": format!("{:?}", r.method),
-        "signalled": r.signalled,
-        "reaped": r.reaped,
-        "not_reaped": r.not_reaped,
-    })
+fn kill_report(r: &overbook_linux::KillReport) -> PreemptReport {
+    let count = |n: usize| Some(u64::try_from(n).unwrap_or(u64::MAX));
+    PreemptReport {
+        method: Some(format!("{:?}", r.method)),
+        signalled: count(r.signalled),
+        reaped: count(r.reaped),
+        not_reaped: count(r.not_reaped),
+        ..PreemptReport::default()
+    }
 }

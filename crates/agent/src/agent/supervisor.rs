@@ -4,7 +4,8 @@
 //! past its budget).
 
 use super::{checkpointing, durable, Agent};
-use crate::events::EventKind;
+use crate::events::details::Finished;
+use crate::events::{detail_json, EventKind};
 use crate::spawn::command_in;
 use crate::store::StoredState;
 use crate::tasks::{check_name, Managed, RunError, RunReply, RunRequest};
@@ -309,7 +310,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     now,
                     EventKind::Finished,
                     Some(&path),
-                    json!({ "status": status, "runtime_s": runtime.as_secs_f64(), "peak": peak }),
+                    detail_json(&Finished { status, runtime_s: runtime.as_secs_f64(), peak }),
                 );
             }
         }

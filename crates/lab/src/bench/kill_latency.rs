@@ -45,6 +45,7 @@ use super::timed::Timed;
 use super::{set_oom_score_adj, BenchNode, Percentiles, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
+use overbook_agent::events::details::Preempted;
 use overbook_agent::events::EventLog;
 use overbook_agent::EventKind;
 use overbook_core::Time;
@@ -660,8 +661,8 @@ fn agent_loop(
             acted.issued = entered.get();
             let e = agent.events().recent().filter(|e| e.kind == EventKind::Preempted).last();
             acted.decision_to_issue = e
-                .and_then(|e| e.detail["timings"]["decision_to_issue_us"].as_u64())
-                .map(Duration::from_micros);
+                .and_then(|e| e.detail_as::<Preempted>().ok())
+                .map(|p| Duration::from_micros(p.timings.decision_to_issue_us));
             if !tick.preempted.iter().any(|(p, _)| *p == sn.victim) {
                 acted.problem = Some(format!("the agent preempted {:?}", tick.preempted));
             }

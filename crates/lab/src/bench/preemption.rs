@@ -22,6 +22,7 @@ use super::{BenchNode, WorkloadProgram, MIB};
 use crate::chain::Chain;
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
+use overbook_agent::events::details::{Finished, Preempted, Resumed};
 use overbook_agent::events::{Event, EventKind, EventLog};
 use overbook_agent::tasks::RunRequest;
 use overbook_core::{Class, Time};
@@ -167,7 +168,8 @@ fn burst_alone(
     let events = run_scene(plan, limit, "kill", &[], 1, Duration::ZERO, say)?.0;
     let runtime = named(&events, EventKind::Finished)
         .find(|e| task_of(e).starts_with("prod-"))
-        .and_then(|e| e.detail["runtime_s"].as_f64());
+        .and_then(|e| e.detail_as::<Finished>().ok())
+        .map(|f| f.runtime_s);
     runtime.ok_or_else(|| "the production burst did not finish alone".to_string())
 }
 
@@ -262,30 +264,31 @@ fn summarize(
     alone: f64,
 ) -> PreemptorResult {
     let mut r = PreemptorResult { preemptor: preemptor.to_string(), ..PreemptorResult::default() };
-    for e in named(events, EventKind::Preempted) {
-        match e.detail["how"].as_str().unwrap_or("") {
+    for p in named(events, EventKind::Preempted).filter_map(|e| e.detail_as::<Preempted>().ok()) {
+        match p.how.as_str() {
             "kill" => {
                 r.kills += 1;
-                r.work_lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
+                r.work_lost_s += p.lost_s.unwrap_or(0.0);
             }
             "checkpoint" | "incremental-checkpoint" => {
                 r.checkpoints += 1;
-                r.dump_s += e.detail["report"]["dump_s"].as_f64().unwrap_or(0.0);
+                r.dump_s += p.report.dump_s.unwrap_or(0.0);
             }
             _ => {}
         }
     }
-    for e in named(events, EventKind::Resumed).filter(|e| e.detail["how"] == "restore") {
+    let restores = named(events, EventKind::Resumed).filter_map(|e| e.detail_as::<Resumed>().ok());
+    for restore in restores.filter(|r| r.how == "restore") {
         r.restores += 1;
-        r.restore_s += e.detail["restore_s"].as_f64().unwrap_or(0.0);
+        r.restore_s += restore.restore_s.unwrap_or(0.0);
     }
     r.restore_failures = named(events, EventKind::RestoreFailed).count();
     let (mut be, mut prod) = (Vec::new(), Vec::new());
     for e in named(events, EventKind::Finished) {
         if task_of(e).starts_with("be-") {
             be.push(e.at);
-        } else if let Some(rt) = e.detail["runtime_s"].as_f64() {
-            prod.push(rt);
+        } else if let Ok(f) = e.detail_as::<Finished>() {
+            prod.push(f.runtime_s);
         }
     }
     r.be_completed = be.len();

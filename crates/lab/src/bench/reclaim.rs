@@ -23,6 +23,7 @@
 use super::{BenchNode, Worker, WorkloadProgram, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
+use overbook_agent::events::details::Reclaimed;
 use overbook_agent::events::EventLog;
 use overbook_agent::EventKind;
 use overbook_core::reclaim::water_fill;
@@ -235,7 +236,7 @@ impl Scene {
             for e in agent.events().after(0).filter(|e| e.kind == EventKind::Reclaimed) {
                 let name = e.container.as_deref().and_then(|c| c.rsplit('/').next()).unwrap_or("?");
                 *out.entry(name.to_string()).or_insert(0) +=
-                    e.detail["asked"].as_u64().unwrap_or(0);
+                    e.detail_as::<Reclaimed>().map_or(0, |r| r.asked);
             }
         }
         out

@@ -7,6 +7,7 @@ use super::SceneResult;
 use crate::bench::{BenchNode, MIB};
 use overbook_agent::agent::Agent;
 use overbook_agent::config::AgentConfig;
+use overbook_agent::events::details::{Finished, Preempted, Resumed};
 use overbook_agent::events::{Event, EventKind, EventLog};
 use overbook_agent::tasks::{RunError, RunRequest};
 use overbook_core::{Class, Time};
@@ -80,7 +81,10 @@ impl OverbookScene {
             .events()
             .recent()
             .skip(from)
-            .filter(|e| e.kind == EventKind::Finished && e.detail["status"] != "exit status: 0")
+            .filter(|e| {
+                e.kind == EventKind::Finished
+                    && !e.detail_as::<Finished>().is_ok_and(|f| f.succeeded())
+            })
             .map(|e| task_of(e).to_string())
             .collect();
         for name in failed {
@@ -155,7 +159,7 @@ impl OverbookScene {
         }
         for e in &events {
             match e.kind {
-                EventKind::Finished if e.detail["status"] == "exit status: 0" => {
+                EventKind::Finished if e.detail_as::<Finished>().is_ok_and(|f| f.succeeded()) => {
                     let base = job_of(task_of(e));
                     if let Some(j) = jobs.iter().find(|j| j.name == base) {
                         r.batch.completed += 1;
@@ -163,15 +167,22 @@ impl OverbookScene {
                     }
                 }
                 EventKind::Started if task_of(e).starts_with("be-") => r.batch.started += 1,
-                EventKind::Preempted => match e.detail["how"].as_str().unwrap_or("") {
-                    "kill" => {
-                        r.batch.kills += 1;
-                        r.batch.lost_s += e.detail["lost_s"].as_f64().unwrap_or(0.0);
+                EventKind::Preempted => {
+                    let p = e.detail_as::<Preempted>().map_err(|err| format!("{e:?}: {err}"))?;
+                    match p.how.as_str() {
+                        "kill" => {
+                            r.batch.kills += 1;
+                            r.batch.lost_s += p.lost_s.unwrap_or(0.0);
+                        }
+                        h if h.contains("checkpoint") => r.checkpoints += 1,
+                        _ => r.suspensions += 1,
                     }
-                    h if h.contains("checkpoint") => r.checkpoints += 1,
-                    _ => r.suspensions += 1,
-                },
-                EventKind::Resumed if e.detail["how"] == "restore" => r.restores += 1,
+                }
+                EventKind::Resumed
+                    if e.detail_as::<Resumed>().is_ok_and(|r| r.how == "restore") =>
+                {
+                    r.restores += 1
+                }
                 _ => {}
             }
         }

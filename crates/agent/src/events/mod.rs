@@ -11,6 +11,8 @@
 //! is that far behind) lines are dropped, counted, and the count is
 //! recorded as an event of its own once there is room again.
 
+pub mod details;
+
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
@@ -170,6 +172,22 @@ pub struct Event {
     pub container: Option<String>,
     /// Everything else: class, evidence, timings.
     pub detail: serde_json::Value,
+}
+
+impl Event {
+    /// Its detail as the type its kind writes (see [`details`]); an error
+    /// names the field that does not fit.
+    pub fn detail_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.detail)
+    }
+}
+
+/// A typed detail as the log's JSON. Cannot fail for the types of
+/// [`details`] (no map keys that are not strings, no non-finite float:
+/// those become `null`); a failure would be recorded in its place.
+pub fn detail_json<T: Serialize>(detail: &T) -> serde_json::Value {
+    serde_json::to_value(detail)
+        .unwrap_or_else(|e| serde_json::json!({ "unrecordable_detail": e.to_string() }))
 }
 
 /// Where events go.
@@ -332,7 +350,7 @@ mod tests {
     /// form is its name there.
     #[test]
     fn every_kind_is_documented_and_serialized_by_its_name() {
-        let docs = include_str!("../../../docs/agent.md");
+        let docs = include_str!("../../../../docs/agent.md");
         let table = docs.split("\n## Events\n").nth(1).and_then(|t| t.split("\n## ").next());
         let table = table.expect("docs/agent.md has an Events section");
         let missing: Vec<&str> = EventKind::ALL
