@@ -8,11 +8,10 @@
 
 mod common;
 
-use common::{cpu_ticks, dead, poll};
-use std::io::{BufRead, BufReader, Write};
+use common::{cpu_ticks, dead, poll, Worker};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use overbook_linux::parse::FreezerState;
@@ -56,35 +55,13 @@ fn scratch(cg: V1Cgroups) -> Scratch {
 /// A worker: waits for "go" on stdin (so it can be moved into its cgroup
 /// first), then forks a `sleep`, fills a 64 MiB shell string, says "ready",
 /// and spins, so its CPU time measures its progress.
-struct Worker {
-    pid: Pid,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
 fn spawn_worker(scratch: &mut Scratch) -> Worker {
     let script = "read go; sleep 100000 & \
                   x=$(head -c 67108864 /dev/zero | tr '\\000' a); \
                   echo ready; while :; do :; done";
-    let mut child = Command::new("sh")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn sh");
-    let pid = Pid::new(child.id()).expect("valid pid");
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    scratch.children.push(child);
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    Worker { pid, stdin, lines }
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script]);
+    Worker::spawn(cmd, &mut scratch.children)
 }
 
 #[test]

@@ -24,12 +24,11 @@
 
 mod common;
 
-use common::{cpu_ticks, dead, poll};
-use std::io::{BufRead, BufReader, Write};
+use common::{cpu_ticks, dead, poll, Worker};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use overbook_linux::parse::{CgroupEvents, FreezerState, MemoryStat};
@@ -133,39 +132,23 @@ else:
         time.sleep(1000)
 "#;
 
-struct Worker {
-    pid: Pid,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
+/// What the python workers of these tests do.
+trait PythonWorker {
+    fn python(scratch: &mut Scratch, work: Work, mib: u64, kids: usize) -> Worker;
+    fn start(&mut self, kids: usize) -> Vec<Pid>;
 }
 
-impl Worker {
-    fn spawn(scratch: &mut Scratch, work: Work, mib: u64, kids: usize) -> Self {
+impl PythonWorker for Worker {
+    fn python(scratch: &mut Scratch, work: Work, mib: u64, kids: usize) -> Self {
         assert!(Path::new(PYTHON).exists(), "{PYTHON} is needed for the workers");
         let work = match work {
             Work::Hold => "hold",
             Work::Spin => "spin",
             Work::Touch => "touch",
         };
-        let mut child = Command::new(PYTHON)
-            .args(["-c", WORKER, work, &mib.to_string(), &kids.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3");
-        let pid = Pid::new(child.id()).expect("valid pid");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        scratch.children.push(child);
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { pid, stdin, lines }
+        let mut cmd = Command::new(PYTHON);
+        cmd.args(["-c", WORKER, work, &mib.to_string(), &kids.to_string()]);
+        Worker::spawn(cmd, &mut scratch.children)
     }
 
     /// Lets it go and waits until each of its `1 + kids` processes holds its
@@ -281,7 +264,7 @@ fn vm_counters_and_members_of_a_real_container() {
     scratch.create(&job, None);
 
     // add_process: the worker (not yet allocating) moves in.
-    let mut worker = Worker::spawn(&mut scratch, Work::Hold, 48, 0);
+    let mut worker = Worker::python(&mut scratch, Work::Hold, 48, 0);
     assert_eq!(cg.add_process(&job, worker.pid).expect("moves"), Outcome::Done(()));
     assert_eq!(scratch.members(&job), vec![worker.pid]);
     let own = std::fs::read_to_string(format!("/proc/{}/cgroup", worker.pid)).expect("reads");
@@ -342,7 +325,7 @@ fn vm_freeze_and_thaw_a_busy_process() {
     let Some(cg) = guest() else { return };
     let mut scratch = scratch(cg.clone());
     let job = scratch.top("freeze", Some(Limit::Bytes(256 * MIB)));
-    let mut worker = Worker::spawn(&mut scratch, Work::Spin, 8, 0);
+    let mut worker = Worker::python(&mut scratch, Work::Spin, 8, 0);
     assert_eq!(cg.add_process(&job, worker.pid).expect("moves"), Outcome::Done(()));
     worker.start(0);
 
@@ -389,7 +372,7 @@ fn vm_kill_every_member_with_cgroup_kill_and_release_memory() {
     // Four processes of 24 MiB each; the container is then frozen, which
     // kill must also handle.
     let kids = 3;
-    let mut worker = Worker::spawn(&mut scratch, Work::Hold, 24, kids);
+    let mut worker = Worker::python(&mut scratch, Work::Hold, 24, kids);
     assert_eq!(cg.add_process(&job, worker.pid).expect("moves"), Outcome::Done(()));
     let pids = worker.start(kids);
     let mut members = scratch.members(&job);
@@ -455,7 +438,7 @@ fn vm_a_container_s_nested_cgroups_are_members_killed_and_removed_with_it() {
     scratch.create(&deeper, None);
 
     let kids = 1;
-    let mut worker = Worker::spawn(&mut scratch, Work::Hold, 16, kids);
+    let mut worker = Worker::python(&mut scratch, Work::Hold, 16, kids);
     assert_eq!(cg.add_process(&deeper, worker.pid).expect("moves"), Outcome::Done(()));
     let mut pids = worker.start(kids);
     pids.sort_unstable();
@@ -538,7 +521,7 @@ fn vm_a_squeezed_container_thrashes_for_real() {
     // 96 MiB touched at random in 64 MiB: the rest lives in zram swap and
     // keeps coming back.
     let job = scratch.top("thrash", Some(Limit::Bytes(64 * MIB)));
-    let mut worker = Worker::spawn(&mut scratch, Work::Touch, 96, 0);
+    let mut worker = Worker::python(&mut scratch, Work::Touch, 96, 0);
     assert_eq!(cg.add_process(&job, worker.pid).expect("moves"), Outcome::Done(()));
     worker.start(0);
 

@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::process::Child;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use overbook_linux::{ContainerCgroups, ContainerControl, ContainerPath, Limit, Outcome, Pid};
@@ -101,4 +103,34 @@ pub fn cpu_ticks(pid: Pid) -> u64 {
 /// Whether a pid is gone or a zombie (dead, not yet reaped).
 pub fn dead(pid: Pid) -> bool {
     overbook_linux::process::stat(pid).map_or(true, |s| s.state == 'Z')
+}
+
+/// A test process whose stdin the test writes and whose stdout lines it
+/// reads as they come (a reader thread of its own).
+pub struct Worker {
+    pub pid: Pid,
+    pub stdin: ChildStdin,
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Worker {
+    /// Starts `cmd` with piped stdin and stdout; the child is kept in
+    /// `children` (killed and reaped by the scratch's guard).
+    pub fn spawn(mut cmd: Command, children: &mut Vec<Child>) -> Worker {
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn a worker");
+        let pid = Pid::new(child.id()).expect("valid pid");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        children.push(child);
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Worker { pid, stdin, lines }
+    }
 }
