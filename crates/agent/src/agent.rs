@@ -126,6 +126,10 @@ pub struct Agent<C> {
     wake_at: Option<Time>,
     /// Critical containers whose protection has been said.
     protected: std::collections::BTreeSet<ContainerId>,
+    /// Each class's CPU share, and the containers it was set on (or failed
+    /// for: said once).
+    cpu: crate::config::CpuShares,
+    cpu_shared: std::collections::BTreeSet<ContainerId>,
     durable: durable::Durable,
     /// CRIU and the image store, when the preemptor may checkpoint.
     images: Option<ImageStore>,
@@ -245,6 +249,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             last_full: None,
             wake_at: None,
             protected: std::collections::BTreeSet::new(),
+            cpu: config.cpu,
+            cpu_shared: std::collections::BTreeSet::new(),
             durable,
             images,
             pre_dump_interval,
@@ -327,6 +333,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// What the new sample says beyond the policy's observation.
     fn observe(&mut self, now: Time) {
         self.note_arrivals_and_departures(now);
+        self.share_cpu(now);
         self.restore_and_watch(now);
         for (id, m) in &mut self.tasks.by_id {
             if let Some(k) = self.view.by_id(*id) {

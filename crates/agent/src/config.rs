@@ -7,7 +7,7 @@ use crate::checkpoint::CheckpointConfig;
 use crate::classes::{ClassRule, ClassRules};
 use overbook_core::config::{ConfigError, PolicyConfig};
 use overbook_core::Class;
-use overbook_linux::ContainerPath;
+use overbook_linux::{ContainerPath, CpuShare};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,6 +67,37 @@ pub struct AgentConfig {
     pub policy: PolicyConfig,
     /// CRIU's image store, for the `checkpoint` and `adaptive` preemptors.
     pub checkpoint: CheckpointConfig,
+    /// Each class's CPU share, set on its containers as they are found.
+    pub cpu: CpuShares,
+}
+
+/// The CPU share the agent gives each class's containers (`None`: left as
+/// the kernel or their maker set it). Why: best-effort work that competes
+/// with production for CPU as an equal slows it as surely as memory does
+/// (002 §3.4, guest priority), so by default best-effort containers only
+/// get CPU no one else wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuShares {
+    pub best_effort: Option<CpuShare>,
+    pub production: Option<CpuShare>,
+    pub critical: Option<CpuShare>,
+}
+
+impl Default for CpuShares {
+    fn default() -> Self {
+        CpuShares { best_effort: Some(CpuShare::Idle), production: None, critical: None }
+    }
+}
+
+impl CpuShares {
+    /// The share of `class`'s containers, if the agent sets one.
+    pub fn of(&self, class: Class) -> Option<CpuShare> {
+        match class {
+            Class::BestEffort => self.best_effort,
+            Class::Production => self.production,
+            Class::Critical => self.critical,
+        }
+    }
 }
 
 impl Default for AgentConfig {
@@ -83,6 +114,7 @@ impl Default for AgentConfig {
             classes: ClassRules::default(),
             policy: PolicyConfig::default(),
             checkpoint: CheckpointConfig::default(),
+            cpu: CpuShares::default(),
         }
     }
 }
@@ -102,6 +134,42 @@ struct RawConfig {
     policy: PolicyConfig,
     #[serde(default)]
     checkpoint: RawCheckpoint,
+    #[serde(default)]
+    cpu: RawCpu,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawCpu {
+    best_effort: Option<toml::Value>,
+    production: Option<toml::Value>,
+    critical: Option<toml::Value>,
+}
+
+/// A class's CPU share: `"idle"`, a weight from 1 to 10000 (v2's scale:
+/// 100 is the kernel's default), or `"unchanged"`.
+fn check_cpu_share(
+    key: &str,
+    v: Option<toml::Value>,
+    default: Option<CpuShare>,
+) -> Result<Option<CpuShare>, ConfigError> {
+    let problem = |what: String| {
+        ConfigError::new(
+            key,
+            format!("{what}: give \"idle\", a weight from 1 to 10000, or \"unchanged\""),
+        )
+    };
+    match v {
+        None => Ok(default),
+        Some(toml::Value::String(s)) if s == "idle" => Ok(Some(CpuShare::Idle)),
+        Some(toml::Value::String(s)) if s == "unchanged" => Ok(None),
+        Some(toml::Value::Integer(w)) => u32::try_from(w)
+            .ok()
+            .filter(|w| (1..=10_000).contains(w))
+            .map(|w| Some(CpuShare::Weight(w)))
+            .ok_or_else(|| problem(format!("{w} is not from 1 to 10000"))),
+        Some(other) => Err(problem(format!("{other} is not a CPU share"))),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -355,6 +423,12 @@ impl RawConfig {
         }
         self.policy.validate().map_err(|e| e.under("policy"))?;
         let checkpoint = self.checkpoint.check()?;
+        let d = CpuShares::default();
+        let cpu = CpuShares {
+            best_effort: check_cpu_share("cpu.best-effort", self.cpu.best_effort, d.best_effort)?,
+            production: check_cpu_share("cpu.production", self.cpu.production, d.production)?,
+            critical: check_cpu_share("cpu.critical", self.cpu.critical, d.critical)?,
+        };
         Ok(AgentConfig {
             root,
             capacity,
@@ -383,6 +457,7 @@ impl RawConfig {
             classes: ClassRules::new(rules, default_class),
             policy: self.policy,
             checkpoint,
+            cpu,
         })
     }
 }
@@ -654,5 +729,28 @@ mod tests {
         // `state_db = ""` keeps its meaning: no database.
         let c = AgentConfig::parse("[agent]\nstate_db = \"\"\n", "x").expect("valid");
         assert_eq!(c.state_db, None);
+    }
+
+    #[test]
+    fn cpu_shares_default_to_idle_best_effort_and_are_checked() {
+        let c = AgentConfig::parse("", "x").expect("valid");
+        assert_eq!(c.cpu.of(Class::BestEffort), Some(CpuShare::Idle));
+        assert_eq!(c.cpu.of(Class::Production), None);
+        let c = AgentConfig::parse(
+            "[cpu]\nbest-effort = 5\nproduction = 400\ncritical = \"unchanged\"\n",
+            "x",
+        )
+        .expect("valid");
+        assert_eq!(c.cpu.of(Class::BestEffort), Some(CpuShare::Weight(5)));
+        assert_eq!(c.cpu.of(Class::Production), Some(CpuShare::Weight(400)));
+        let c = AgentConfig::parse("[cpu]\nbest-effort = \"unchanged\"\n", "x").expect("valid");
+        assert_eq!(c.cpu.of(Class::BestEffort), None);
+        let err = |t: &str| AgentConfig::parse(t, "agent.toml").expect_err("refused").to_string();
+        let e = err("[cpu]\nbest-effort = 0\n");
+        assert!(e.contains("cpu.best-effort: 0 is not from 1 to 10000"), "{e}");
+        let e = err("[cpu]\nproduction = \"low\"\n");
+        assert!(e.contains("cpu.production") && e.contains("\"idle\""), "{e}");
+        let e = err("[cpu]\nbatch = 1\n");
+        assert!(e.contains("batch"), "{e}");
     }
 }

@@ -47,6 +47,10 @@ impl FakeNode {
         self.dir.path().join("freezer")
     }
 
+    fn cpu(&self) -> PathBuf {
+        self.dir.path().join("cpu")
+    }
+
     fn memory_dir(&self, name: &str) -> PathBuf {
         self.memory().join("node").join(name)
     }
@@ -103,7 +107,7 @@ impl FakeNode {
             self.dir.path().join("logs").display()
         );
         let config = AgentConfig::parse(&toml, "fake.toml").expect("config");
-        let cg = V1Cgroups::new(self.memory(), Some(self.freezer()));
+        let cg = V1Cgroups::new(self.memory(), Some(self.freezer())).with_cpu(self.cpu());
         Agent::new(&config, cg, EventLog::in_memory(1000)).expect("agent")
     }
 }
@@ -262,4 +266,33 @@ fn a_task_is_started_in_its_container_and_its_end_recorded() {
     };
     let refused = agent.submit(Time::from_secs(s), missing);
     assert!(refused.is_err(), "a program that is not there is refused at once: {refused:?}");
+}
+
+#[test]
+fn best_effort_containers_get_only_idle_cpu_and_production_keeps_its_own() {
+    let mut node = FakeNode::new();
+    node.cgroup("be-batch", 8 * MIB);
+    node.cgroup("prod-web", 8 * MIB);
+    node.cgroup("be-empty", 0);
+    let batch = node.member("be-batch");
+    node.member("prod-web");
+    // The container's mirror in the cpu hierarchy, as a kernel makes it
+    // (without `cpu.idle`: an older kernel, so the lowest weight instead).
+    // Its process is still in the hierarchy's root: the agent moves it in.
+    let mirror = node.cpu().join("node/be-batch");
+    fs::create_dir_all(&mirror).expect("cpu mirror");
+    fs::write(mirror.join("cpu.shares"), "1024\n").expect("shares");
+    fs::write(mirror.join("cgroup.procs"), "").expect("procs");
+    let mut agent = node.agent("kill");
+    agent.tick(Time::ZERO).expect("tick");
+    assert_eq!(fs::read_to_string(mirror.join("cpu.shares")).expect("shares"), "2");
+    assert_eq!(fs::read_to_string(mirror.join("cgroup.procs")).expect("procs"), batch.to_string());
+    assert!(!node.cpu().join("node/prod-web").exists(), "production is left as it is");
+    assert!(!node.cpu().join("node/be-empty").exists(), "set once it has processes");
+    let set: Vec<_> = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-share").collect();
+    assert_eq!(set.len(), 1, "{:?}", kinds(&agent));
+    assert_eq!(set[0].detail["set"], "cpu.shares = 2");
+    agent.tick(Time::from_secs(5)).expect("tick");
+    let again = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-share").count();
+    assert_eq!(again, 1, "set once a container");
 }

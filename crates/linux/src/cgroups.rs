@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::container::{
-    CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome, Protection,
+    CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
+    Protection,
 };
 use crate::error::CgroupError;
 use crate::parse::{CgroupProcs, FreezerState, Limit, Pid};
@@ -127,6 +128,17 @@ pub trait ContainerControl {
         container: &ContainerPath,
         protection: &Protection,
     ) -> Result<Outcome<()>, CgroupError>;
+
+    /// Sets the container's CPU share against its siblings. Returns what
+    /// was written (`cpu.idle = 1`, `cpu.weight = 50`, `cpu.shares = 2`).
+    /// Fails with `Unsupported` where the node's cgroups have no CPU
+    /// controller for it (v2: not enabled in the parent's
+    /// `cgroup.subtree_control`; v1: no cpu hierarchy mounted).
+    fn set_cpu_share(
+        &self,
+        container: &ContainerPath,
+        share: CpuShare,
+    ) -> Result<Outcome<String>, CgroupError>;
 }
 
 /// How long `kill` waits for a container to freeze before signalling it

@@ -279,6 +279,24 @@ pub struct Protection {
     pub swap: Option<SwapPolicy>,
 }
 
+/// A container's share of the CPU against its siblings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuShare {
+    /// On v2's `cpu.weight` scale, 1 to 10000 (100 is the kernel's
+    /// default); v1 `cpu.shares` of weight × 1024 / 100, at least 2.
+    Weight(u32),
+    /// Only CPU no one else wants: `cpu.idle` (v2, and v1 where the kernel
+    /// has it, 5.15+), else the lowest weight.
+    Idle,
+}
+
+impl CpuShare {
+    /// The v1 `cpu.shares` of a weight.
+    pub fn v1_shares(weight: u32) -> u64 {
+        (u64::from(weight.clamp(1, 10_000)) * 1024 / 100).max(2)
+    }
+}
+
 /// How a container was killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KillMethod {

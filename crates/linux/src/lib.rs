@@ -44,8 +44,8 @@ mod v2;
 
 pub use cgroups::{ContainerCgroups, ContainerControl};
 pub use container::{
-    CgroupVersion, ContainerPath, Discovery, InvalidContainerPath, KillMethod, KillReport,
-    MemoryCounters, Outcome, Protection, SwapPolicy,
+    CgroupVersion, ContainerPath, CpuShare, Discovery, InvalidContainerPath, KillMethod,
+    KillReport, MemoryCounters, Outcome, Protection, SwapPolicy,
 };
 pub use error::CgroupError;
 pub use node::{host_cgroups, own_memory_cgroup, NodeCgroups};

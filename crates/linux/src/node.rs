@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl};
 use crate::container::{
-    CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome, Protection,
+    CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
+    Protection,
 };
 use crate::error::CgroupError;
 use crate::parse::{CgroupProcs, FreezerState, Limit, Pid};
@@ -39,7 +40,11 @@ pub fn host_cgroups(host: &HostSupport) -> Result<Box<dyn NodeCgroups>, CgroupEr
                 FreezerSupport::V1 { mount } => Some(mount.clone()),
                 _ => None,
             };
-            Box::new(V1Cgroups::new(memory.mount.clone(), freezer))
+            let v1 = V1Cgroups::new(memory.mount.clone(), freezer);
+            Box::new(match &host.v1_cpu {
+                Some(mount) => v1.with_cpu(mount.clone()),
+                None => v1,
+            })
         }
     })
 }
@@ -132,5 +137,12 @@ impl<T: ContainerControl + ?Sized> ContainerControl for Box<T> {
         protection: &Protection,
     ) -> Result<Outcome<()>, CgroupError> {
         (**self).protect(container, protection)
+    }
+    fn set_cpu_share(
+        &self,
+        container: &ContainerPath,
+        share: CpuShare,
+    ) -> Result<Outcome<String>, CgroupError> {
+        (**self).set_cpu_share(container, share)
     }
 }

@@ -54,6 +54,10 @@ pub struct HostSupport {
     pub cgroup_kill: bool,
     /// How containers can be frozen.
     pub freezer: FreezerSupport,
+    /// The v1 cpu hierarchy's mount, where the memory controller is on v1
+    /// (containers' CPU shares are set there; on v2 the cpu controller is
+    /// in the unified hierarchy).
+    pub v1_cpu: Option<PathBuf>,
     /// `pidfd_open` (Linux 5.3+).
     pub pidfd: bool,
     /// `process_mrelease` (Linux 5.15+).
@@ -124,6 +128,7 @@ impl HostSupport {
             swap_total,
             cgroup_kill: has("cgroup.kill", (5, 14)),
             freezer,
+            v1_cpu: mounts.v1_controller("cpu").map(Path::to_path_buf),
             pidfd: has_pidfd(),
             process_mrelease: sys::has_process_mrelease(),
             criu: find_criu(),

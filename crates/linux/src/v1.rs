@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
 use crate::container::{
-    done_or_return, CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome,
-    Protection, SwapPolicy,
+    done_or_return, CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters,
+    Outcome, Protection, SwapPolicy,
 };
 use crate::error::CgroupError;
 use crate::fsio;
@@ -29,16 +29,35 @@ use crate::parse::{
 pub struct V1Cgroups {
     memory: PathBuf,
     freezer: Option<PathBuf>,
+    cpu: Option<PathBuf>,
 }
 
 impl V1Cgroups {
     /// Containers under `memory_root` (a directory in the v1 memory
     /// hierarchy) and `freezer_root` (the same place in the freezer's).
     pub fn new(memory_root: PathBuf, freezer_root: Option<PathBuf>) -> Self {
-        Self { memory: memory_root, freezer: freezer_root }
+        Self { memory: memory_root, freezer: freezer_root, cpu: None }
     }
 
-    /// Rooted at this process's own memory and freezer cgroups, found from
+    /// With `cpu_root`, the same place in the cpu hierarchy, mirrored as
+    /// the freezer's is: containers are made, joined and removed there
+    /// too, and their CPU shares set there.
+    pub fn with_cpu(self, cpu_root: PathBuf) -> Self {
+        Self { cpu: Some(cpu_root), ..self }
+    }
+
+    /// The container's directory in the cpu hierarchy, if there is one.
+    pub fn cpu_dir(&self, container: &ContainerPath) -> Option<PathBuf> {
+        self.cpu.as_deref().map(|c| container.dir_under(c))
+    }
+
+    /// The container's directories in the hierarchies that mirror the
+    /// memory one.
+    fn mirrors(&self, container: &ContainerPath) -> impl Iterator<Item = PathBuf> {
+        self.freezer_dir(container).into_iter().chain(self.cpu_dir(container))
+    }
+
+    /// Rooted at this process's own memory, freezer and cpu cgroups, found from
     /// `/proc/self/mounts` and `/proc/self/cgroup`.
     pub fn for_current_process() -> Result<Self, CgroupError> {
         let mounts = fsio::read_proc("/proc/self/mounts", Mounts::parse)?;
@@ -51,7 +70,11 @@ impl V1Cgroups {
         let memory = root_of("memory").ok_or_else(|| CgroupError::Unsupported {
             what: "no cgroup v1 memory hierarchy is mounted".into(),
         })?;
-        Ok(Self::new(memory, root_of("freezer")))
+        let v1 = Self::new(memory, root_of("freezer"));
+        Ok(match root_of("cpu") {
+            Some(cpu) => v1.with_cpu(cpu),
+            None => v1,
+        })
     }
 
     /// The container's directory in the memory hierarchy.
@@ -141,17 +164,17 @@ impl ContainerCgroups for V1Cgroups {
                 let file = memory.join("memory.limit_in_bytes");
                 done_or_return!(fsio::write(&file, &limit.v1_text())?);
             }
-            if let Some(freezer) = self.freezer_dir(container) {
-                // The freezer hierarchy mirrors the memory one; the
-                // container's ancestors may exist only in the latter.
-                if let Some(parent) = freezer.parent().filter(|p| !p.is_dir()) {
+            for mirror in self.mirrors(container) {
+                // The freezer and cpu hierarchies mirror the memory one;
+                // the container's ancestors may exist only in the latter.
+                if let Some(parent) = mirror.parent().filter(|p| !p.is_dir()) {
                     std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
                         op: "mkdir",
                         path: parent.to_path_buf(),
                         source,
                     })?;
                 }
-                match fsio::mkdir(&freezer) {
+                match fsio::mkdir(&mirror) {
                     // Left over from an earlier run: adopt it.
                     Ok(_) | Err(CgroupError::Exists { .. }) => {}
                     Err(e) => return Err(e),
@@ -166,12 +189,12 @@ impl ContainerCgroups for V1Cgroups {
     }
 
     fn remove(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
-        let freezer = match self.freezer_dir(container) {
-            Some(dir) => fsio::rmdir_tree(&dir)?,
-            None => Outcome::Vanished,
-        };
+        let mut mirrors_gone = true;
+        for mirror in self.mirrors(container) {
+            mirrors_gone &= fsio::rmdir_tree(&mirror)?.is_vanished();
+        }
         let memory = fsio::rmdir_tree(&self.memory_dir(container))?;
-        Ok(if memory.is_vanished() && freezer.is_vanished() {
+        Ok(if memory.is_vanished() && mirrors_gone {
             Outcome::Vanished
         } else {
             Outcome::Done(())
@@ -180,7 +203,7 @@ impl ContainerCgroups for V1Cgroups {
 
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
         let mut dirs = vec![self.memory_dir(container)];
-        dirs.extend(self.freezer_dir(container));
+        dirs.extend(self.mirrors(container).filter(|d| d.is_dir()));
         for dir in dirs {
             match fsio::write(&dir.join(CgroupProcs::FILE), &pid.to_string()) {
                 Ok(Outcome::Done(())) => {}
@@ -229,6 +252,10 @@ impl ContainerCgroups for V1Cgroups {
     fn join_files(&self, container: &ContainerPath) -> Vec<PathBuf> {
         let mut files = vec![self.memory_dir(container).join(CgroupProcs::FILE)];
         files.extend(self.freezer_dir(container).map(|d| d.join(CgroupProcs::FILE)));
+        // A container made by someone else may have no cpu mirror.
+        files.extend(
+            self.cpu_dir(container).filter(|d| d.is_dir()).map(|d| d.join(CgroupProcs::FILE)),
+        );
         files
     }
 }
@@ -317,6 +344,62 @@ impl ContainerControl for V1Cgroups {
             }
             other => other,
         }
+    }
+
+    fn set_cpu_share(
+        &self,
+        container: &ContainerPath,
+        share: CpuShare,
+    ) -> Result<Outcome<String>, CgroupError> {
+        let Some(dir) = self.cpu_dir(container) else {
+            return Err(CgroupError::Unsupported {
+                what: "CPU shares on cgroup v1 need the cpu hierarchy, which is not mounted".into(),
+            });
+        };
+        let memory = self.memory_dir(container);
+        if !memory.is_dir() {
+            return Ok(Outcome::Vanished);
+        }
+        if !dir.is_dir() {
+            // Made by someone else without a cpu mirror: made now, and its
+            // members moved in (a process forked meanwhile stays where it
+            // was; the next call moves it).
+            if let Some(parent) = dir.parent().filter(|p| !p.is_dir()) {
+                std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
+                    op: "mkdir",
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+            match fsio::mkdir(&dir) {
+                Ok(_) | Err(CgroupError::Exists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let members = done_or_return!(fsio::read_procs_tree(&memory)?);
+        let procs = dir.join(CgroupProcs::FILE);
+        for pid in &members.pids {
+            match fsio::write(&procs, &pid.to_string()) {
+                Ok(_) => {}
+                // Gone meanwhile.
+                Err(CgroupError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let idle = dir.join("cpu.idle");
+        let shares = dir.join("cpu.shares");
+        Ok(match share {
+            CpuShare::Idle if idle.exists() => fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into()),
+            CpuShare::Idle => fsio::write(&shares, "2")?.map(|()| "cpu.shares = 2".into()),
+            CpuShare::Weight(w) => {
+                if idle.exists() {
+                    done_or_return!(fsio::write(&idle, "0")?);
+                }
+                let s = CpuShare::v1_shares(w);
+                fsio::write(&shares, &s.to_string())?.map(|()| format!("cpu.shares = {s}"))
+            }
+        })
     }
 
     fn protect(

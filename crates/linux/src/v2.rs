@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
 use crate::container::{
-    done_or_return, CgroupVersion, ContainerPath, Discovery, KillReport, MemoryCounters, Outcome,
-    Protection, SwapPolicy,
+    done_or_return, CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters,
+    Outcome, Protection, SwapPolicy,
 };
 use crate::error::CgroupError;
 use crate::fsio;
@@ -306,6 +306,39 @@ impl ContainerControl for V2Cgroups {
             }),
             other => other,
         }
+    }
+
+    fn set_cpu_share(
+        &self,
+        container: &ContainerPath,
+        share: CpuShare,
+    ) -> Result<Outcome<String>, CgroupError> {
+        let dir = self.dir(container);
+        if !dir.is_dir() {
+            return Ok(Outcome::Vanished);
+        }
+        let weight = dir.join("cpu.weight");
+        if !weight.exists() {
+            return Err(CgroupError::Unsupported {
+                what: format!(
+                    "{}: no cpu.weight (the cpu controller is not enabled in its parent's \
+                     cgroup.subtree_control)",
+                    dir.display()
+                ),
+            });
+        }
+        let idle = dir.join("cpu.idle");
+        Ok(match share {
+            CpuShare::Idle if idle.exists() => fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into()),
+            CpuShare::Idle => fsio::write(&weight, "1")?.map(|()| "cpu.weight = 1".into()),
+            CpuShare::Weight(w) => {
+                let w = w.clamp(1, 10_000);
+                if idle.exists() {
+                    done_or_return!(fsio::write(&idle, "0")?);
+                }
+                fsio::write(&weight, &w.to_string())?.map(|()| format!("cpu.weight = {w}"))
+            }
+        })
     }
 
     fn protect(

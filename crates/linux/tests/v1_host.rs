@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
     CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, FreezerSupport,
-    HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy, V1Cgroups,
+    CpuShare, HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy, V1Cgroups,
 };
 
 const MIB: u64 = 1 << 20;
@@ -264,4 +264,46 @@ fn a_child_with_a_control_character_in_its_name_is_skipped_not_a_failure() {
     let listed = cg.discover(&node);
     let _ = std::fs::remove_dir(&odd);
     assert_eq!(listed.expect("lists"), Outcome::Done(vec![good]));
+}
+
+#[test]
+fn a_container_s_cpu_share_is_set_in_its_cpu_mirror_with_its_processes() {
+    let Some(cg) = host() else { return };
+    let Some(cpu_top) = cg.cpu_dir(&ContainerPath::root()) else {
+        let why = "no cgroup v1 cpu hierarchy";
+        common::cannot_run::<()>("v1_host", why, "this test needs the v1 cpu hierarchy");
+        return;
+    };
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-share", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-cpu").expect("valid");
+    scratch.create(&be, None);
+    let mirror = cg.cpu_dir(&be).expect("mirrored");
+    assert!(mirror.is_dir(), "made with the container: {}", mirror.display());
+    let mut worker = spawn_worker(&mut scratch);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    writeln!(worker.stdin, "go").expect("start worker");
+    let idle = cg.set_cpu_share(&be, CpuShare::Idle).expect("set").done().expect("there");
+    let read = |f: &str| std::fs::read_to_string(mirror.join(f)).expect("read").trim().to_string();
+    if mirror.join("cpu.idle").exists() {
+        assert_eq!(idle, "cpu.idle = 1");
+        assert_eq!(read("cpu.idle"), "1");
+    } else {
+        assert_eq!(idle, "cpu.shares = 2");
+        assert_eq!(read("cpu.shares"), "2");
+    }
+    let procs: Vec<String> = read("cgroup.procs").lines().map(str::to_string).collect();
+    assert!(procs.contains(&worker.pid.to_string()), "{procs:?}");
+    let weight = cg.set_cpu_share(&be, CpuShare::Weight(50)).expect("set").done().expect("there");
+    assert_eq!(weight, "cpu.shares = 512");
+    assert_eq!(read("cpu.shares"), "512");
+    if mirror.join("cpu.idle").exists() {
+        assert_eq!(read("cpu.idle"), "0", "a weight undoes idle");
+    }
+    assert!(cpu_top.is_dir());
+    let report = cg.kill(&be).expect("kills").done().expect("there");
+    assert!(report.signalled >= 1);
+    assert!(poll(SETTLE, || dead(worker.pid)), "killed");
+    assert!(poll(SETTLE, || cg.remove(&be).is_ok_and(|o| o == Outcome::Done(()))), "removed");
+    assert!(!mirror.exists(), "the cpu mirror goes with the container");
 }

@@ -418,6 +418,32 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
     }
 
+    /// Each container's CPU share for its class (`[cpu]`), set once it is
+    /// seen with processes; said once, whether it was set or failed.
+    pub(super) fn share_cpu(&mut self, now: Time) {
+        let due: Vec<(ContainerId, ContainerPath, overbook_linux::CpuShare)> = (self.view.containers())
+            .filter(|k| k.members > 0 && !self.cpu_shared.contains(&k.id))
+            .filter_map(|k| self.cpu.of(k.class).map(|share| (k.id, k.path.clone(), share)))
+            .collect();
+        for (id, path, share) in due {
+            self.cpu_shared.insert(id);
+            match self.view.cgroups().set_cpu_share(&path, share) {
+                Ok(Outcome::Done(written)) => {
+                    self.record(now, EventKind::CpuShare, Some(&path), json!({ "set": written }));
+                }
+                Ok(Outcome::Vanished) => {}
+                Err(e) => self.record(
+                    now,
+                    EventKind::CpuShareFailed,
+                    Some(&path),
+                    json!({ "error": e.to_string() }),
+                ),
+            }
+        }
+        let view = &self.view;
+        self.cpu_shared.retain(|id| view.by_id(*id).is_some());
+    }
+
     /// The evidence with container names instead of ids.
     pub(super) fn evidence_detail(&self, e: &Evidence) -> details::Evidence {
         let name = |id: &ContainerId| {

@@ -150,6 +150,10 @@ event_kinds! {
     Protected = "protected",
     /// A critical container's protection could not be set, and why.
     ProtectFailed = "protect-failed",
+    /// A container's CPU share was set for its class (what was written).
+    CpuShare = "cpu-share",
+    /// A container's CPU share could not be set, and why (said once a container).
+    CpuShareFailed = "cpu-share-failed",
 }
 
 impl std::fmt::Display for EventKind {

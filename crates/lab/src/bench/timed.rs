@@ -111,4 +111,11 @@ impl<C: ContainerControl> ContainerControl for Timed<C> {
     ) -> Result<Outcome<()>, CgroupError> {
         self.inner.protect(container, protection)
     }
+    fn set_cpu_share(
+        &self,
+        container: &ContainerPath,
+        share: overbook_linux::CpuShare,
+    ) -> Result<Outcome<String>, CgroupError> {
+        self.inner.set_cpu_share(container, share)
+    }
 }
