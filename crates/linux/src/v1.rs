@@ -194,11 +194,7 @@ impl ContainerCgroups for V1Cgroups {
             mirrors_gone &= fsio::rmdir_tree(&mirror)?.is_vanished();
         }
         let memory = fsio::rmdir_tree(&self.memory_dir(container))?;
-        Ok(if memory.is_vanished() && mirrors_gone {
-            Outcome::Vanished
-        } else {
-            Outcome::Done(())
-        })
+        Ok(if memory.is_vanished() && mirrors_gone { Outcome::Vanished } else { Outcome::Done(()) })
     }
 
     fn add_process(&self, container: &ContainerPath, pid: Pid) -> Result<Outcome<()>, CgroupError> {
@@ -390,7 +386,9 @@ impl ContainerControl for V1Cgroups {
         let idle = dir.join("cpu.idle");
         let shares = dir.join("cpu.shares");
         Ok(match share {
-            CpuShare::Idle if idle.exists() => fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into()),
+            CpuShare::Idle if idle.exists() => {
+                fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into())
+            }
             CpuShare::Idle => fsio::write(&shares, "2")?.map(|()| "cpu.shares = 2".into()),
             CpuShare::Weight(w) => {
                 if idle.exists() {

@@ -319,6 +319,16 @@ impl ContainerControl for V2Cgroups {
         }
         let weight = dir.join("cpu.weight");
         if !weight.exists() {
+            // Delegated now if the parent has the controller to give.
+            if let Some(parent) = container.parent().map(|p| self.dir(&p)) {
+                let has = fsio::read_optional(&parent.join("cgroup.controllers"))?;
+                if matches!(&has, Outcome::Done(Some(c)) if c.split_whitespace().any(|c| c == "cpu"))
+                {
+                    let _ = fsio::write(&parent.join("cgroup.subtree_control"), "+cpu");
+                }
+            }
+        }
+        if !weight.exists() {
             return Err(CgroupError::Unsupported {
                 what: format!(
                     "{}: no cpu.weight (the cpu controller is not enabled in its parent's \
@@ -329,7 +339,9 @@ impl ContainerControl for V2Cgroups {
         }
         let idle = dir.join("cpu.idle");
         Ok(match share {
-            CpuShare::Idle if idle.exists() => fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into()),
+            CpuShare::Idle if idle.exists() => {
+                fsio::write(&idle, "1")?.map(|()| "cpu.idle = 1".into())
+            }
             CpuShare::Idle => fsio::write(&weight, "1")?.map(|()| "cpu.weight = 1".into()),
             CpuShare::Weight(w) => {
                 let w = w.clamp(1, 10_000);

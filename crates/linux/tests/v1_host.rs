@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
-    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, FreezerSupport,
-    CpuShare, HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy, V1Cgroups,
+    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuShare,
+    FreezerSupport, HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy,
+    V1Cgroups,
 };
 
 const MIB: u64 = 1 << 20;

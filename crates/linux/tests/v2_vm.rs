@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use overbook_linux::parse::{CgroupEvents, FreezerState, MemoryStat};
 use overbook_linux::{
-    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, FreezerSupport,
-    HostSupport, KillMethod, Limit, MemoryCounters, Outcome, Pid, Protection, SwapPolicy,
-    V2Cgroups,
+    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuShare,
+    FreezerSupport, HostSupport, KillMethod, Limit, MemoryCounters, Outcome, Pid, Protection,
+    SwapPolicy, V2Cgroups,
 };
 
 const MIB: u64 = 1 << 20;
@@ -550,4 +550,25 @@ fn vm_a_squeezed_container_thrashes_for_real() {
         |name: &str| events.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok());
     assert!(event("max ").is_some_and(|n| n > 0), "hit memory.max: {events}");
     assert_eq!(event("oom_kill "), Some(0), "thrashing, not OOM-killed: {events}");
+}
+
+#[test]
+#[ignore = "needs the cgroup v2 VM: scripts/vm test"]
+fn vm_a_container_s_cpu_share_is_idle_or_a_weight() {
+    let Some(cg) = guest() else { return };
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-share", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-cpu").expect("valid");
+    scratch.create(&be, None);
+    let mut worker = Worker::python(&mut scratch, Work::Spin, 8, 0);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    worker.start(0);
+    let dir = cg.dir(&be);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("read").trim().to_string();
+    let idle = cg.set_cpu_share(&be, CpuShare::Idle).expect("set").done().expect("there");
+    assert_eq!(idle, "cpu.idle = 1", "Linux 5.15+ has cpu.idle");
+    assert_eq!(read("cpu.idle"), "1");
+    let weight = cg.set_cpu_share(&be, CpuShare::Weight(50)).expect("set").done().expect("there");
+    assert_eq!(weight, "cpu.weight = 50");
+    assert_eq!((read("cpu.idle"), read("cpu.weight")), ("0".into(), "50".into()));
 }

@@ -421,10 +421,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Each container's CPU share for its class (`[cpu]`), set once it is
     /// seen with processes; said once, whether it was set or failed.
     pub(super) fn share_cpu(&mut self, now: Time) {
-        let due: Vec<(ContainerId, ContainerPath, overbook_linux::CpuShare)> = (self.view.containers())
-            .filter(|k| k.members > 0 && !self.cpu_shared.contains(&k.id))
-            .filter_map(|k| self.cpu.of(k.class).map(|share| (k.id, k.path.clone(), share)))
-            .collect();
+        let due: Vec<(ContainerId, ContainerPath, overbook_linux::CpuShare)> =
+            (self.view.containers())
+                .filter(|k| k.members > 0 && !self.cpu_shared.contains(&k.id))
+                .filter_map(|k| self.cpu.of(k.class).map(|share| (k.id, k.path.clone(), share)))
+                .collect();
         for (id, path, share) in due {
             self.cpu_shared.insert(id);
             match self.view.cgroups().set_cpu_share(&path, share) {
