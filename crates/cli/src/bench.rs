@@ -103,9 +103,13 @@ pub struct ColocationArgs {
     /// Seconds each scene runs (30..3600).
     #[arg(long, default_value_t = 120)]
     seconds: u64,
-    /// Times every policy runs (the table shows the spread), 1..20.
-    #[arg(long, default_value_t = 1)]
+    /// Times every policy runs, each repeat in its own seeded order (the
+    /// table shows 95% bootstrap intervals over them), 1..20.
+    #[arg(long, default_value_t = 5)]
     repeats: usize,
+    /// Skip the warm-up scene (an isolated scene run first and not counted).
+    #[arg(long)]
+    no_warmup: bool,
     /// Seeds the best-effort job stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -774,6 +778,7 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         seconds: args.seconds,
         repeats: args.repeats,
         policies: args.policies,
+        warmup: !args.no_warmup,
         events: args.events,
     };
     if let Some(dir) = &plan.events {
@@ -800,26 +805,32 @@ fn colocation_plot(
 ) -> Result<()> {
     use overbook_lab::bench::colocation::PolicySummary;
     let categories: Vec<String> = report.summary.iter().map(|s| s.policy.clone()).collect();
-    let series = |name: &str, f: fn(&PolicySummary) -> f64| {
-        let values = report.summary.iter().map(|s| Some(f(s)).filter(|x| x.is_finite()));
-        (name.to_string(), values.collect::<Vec<_>>())
+    type Figure = fn(&PolicySummary) -> (f64, [f64; 2]);
+    let series = |name: &str, f: Figure| {
+        let values = report.summary.iter().map(|s| Some(f(s).0).filter(|x| x.is_finite()));
+        let intervals = report.summary.iter().map(|s| {
+            let [lo, hi] = f(s).1;
+            (lo.is_finite() && hi.is_finite() && lo < hi).then_some([lo, hi])
+        });
+        (name.to_string(), values.collect::<Vec<_>>(), intervals.collect::<Vec<_>>())
     };
     let repeats = report.scenes.iter().map(|s| s.repeat + 1).max().unwrap_or(1);
-    overbook_sim::report::draw_bars(
+    overbook_sim::report::draw_bars_with_intervals(
         plot,
         &format!(
-            "Colocation on one node: seed {}, {} s a scene, {repeats} repeat(s); ratios cut at 4",
+            "Colocation on one node: seed {}, {} s a scene, {repeats} repeat(s), 95% intervals; \
+             ratios cut at 4",
             report.seed, report.seconds
         ),
         "ratio (production: to isolated; best-effort work: to static)",
         Some(4.0),
         categories,
         vec![
-            series("Redis throughput", |s| s.redis_throughput),
-            series("Redis p99", |s| s.redis_p99),
-            series("PostgreSQL throughput", |s| s.pg_throughput),
-            series("PostgreSQL p99", |s| s.pg_p99),
-            series("best-effort work", |s| s.be_work),
+            series("Redis throughput", |s| (s.redis_throughput, s.redis_throughput_ci)),
+            series("Redis p99", |s| (s.redis_p99, s.redis_p99_ci)),
+            series("PostgreSQL throughput", |s| (s.pg_throughput, s.pg_throughput_ci)),
+            series("PostgreSQL p99", |s| (s.pg_p99, s.pg_p99_ci)),
+            series("best-effort work", |s| (s.be_work, s.be_work_ci)),
         ],
     )
     .map_err(|e| anyhow::anyhow!("--plot {}: {e}", plot.display()))?;

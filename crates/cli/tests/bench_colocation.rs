@@ -23,8 +23,18 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
     let plot = dir.path().join("colocation.svg");
     let scratch = dir.path().display().to_string();
     let plot_arg = plot.display().to_string();
-    let args =
-        ["bench", "colocation", "--seconds", "30", "--scratch", &scratch, "--plot", &plot_arg];
+    let args = [
+        "bench",
+        "colocation",
+        "--seconds",
+        "30",
+        "--repeats",
+        "1",
+        "--scratch",
+        &scratch,
+        "--plot",
+        &plot_arg,
+    ];
     let (_, r) = common::run_bench(&args, &json);
     let scenes = r["scenes"].as_array().expect("scenes");
     let names: Vec<&str> = scenes.iter().filter_map(|s| s["policy"].as_str()).collect();

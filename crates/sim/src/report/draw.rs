@@ -61,6 +61,8 @@ pub(super) struct Series {
 pub(super) struct BarSeries {
     pub(super) name: String,
     pub(super) values: Vec<Option<f64>>,
+    /// Each value's interval, drawn as a whisker (none: no whiskers).
+    pub(super) intervals: Vec<Option<[f64; 2]>>,
 }
 /// Register the embedded font once; every later call returns the first outcome.
 fn font_ready() -> Result<(), String> {
@@ -233,6 +235,17 @@ where
             v.map(|v| Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], c.filled()))
         });
         ctx.draw_series(bars).map_err(fail)?;
+        let whiskers = s.intervals.iter().enumerate().filter_map(|(i, iv)| {
+            let [lo, hi] = (*iv)?;
+            let x = i as f64 - 0.4 + j as f64 * width + width * 0.45;
+            let (lo, hi) = (lo.clamp(0.0, y_max), hi.clamp(0.0, y_max));
+            let cap = width * 0.25;
+            Some(PathElement::new(
+                vec![(x - cap, lo), (x + cap, lo), (x, lo), (x, hi), (x - cap, hi), (x + cap, hi)],
+                BLACK.stroke_width(1),
+            ))
+        });
+        ctx.draw_series(whiskers).map_err(fail)?;
     }
     Ok(())
 }

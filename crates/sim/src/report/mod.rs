@@ -74,9 +74,29 @@ pub fn draw_bars(
     categories: Vec<String>,
     series: Vec<(String, Vec<Option<f64>>)>,
 ) -> Result<(), String> {
+    let series = series.into_iter().map(|(n, vs)| (n, vs, Vec::new())).collect();
+    draw_bars_with_intervals(path, title, y_label, y_max, categories, series)
+}
+
+/// One series of bars: its name, a value per category, and (maybe empty)
+/// an interval per category.
+pub type IntervalBars = (String, Vec<Option<f64>>, Vec<Option<[f64; 2]>>);
+
+/// [`draw_bars`] with a 95% interval (or any `[low, high]`) drawn as a
+/// whisker on each bar that has one.
+pub fn draw_bars_with_intervals(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    y_max: Option<f64>,
+    categories: Vec<String>,
+    series: Vec<IntervalBars>,
+) -> Result<(), String> {
     let cut = |v: Option<f64>| v.map(|x| y_max.map_or(x, |m| x.min(m)));
-    let series: Vec<(String, Vec<Option<f64>>)> =
-        series.into_iter().map(|(n, vs)| (n, vs.into_iter().map(cut).collect())).collect();
+    let series: Vec<IntervalBars> = series
+        .into_iter()
+        .map(|(n, vs, ivs)| (n, vs.into_iter().map(cut).collect(), ivs))
+        .collect();
     let chart = draw::Chart {
         title: title.into(),
         x_label: String::new(),
@@ -86,7 +106,7 @@ pub fn draw_bars(
             categories,
             series: series
                 .into_iter()
-                .map(|(name, values)| draw::BarSeries { name, values })
+                .map(|(name, values, intervals)| draw::BarSeries { name, values, intervals })
                 .collect(),
         },
     };

@@ -168,7 +168,7 @@ fn by_point(
         let values = variants.iter().map(|v| value(v, None)).collect();
         Kind::Bars {
             categories: variants.iter().map(|v| v.to_string()).collect(),
-            series: vec![BarSeries { name: String::new(), values }],
+            series: vec![BarSeries { name: String::new(), values, intervals: Vec::new() }],
         }
     };
     Chart {
@@ -201,6 +201,7 @@ fn waste(scenario: &Scenario, summaries: &[RunSummary]) -> Chart {
             .map(|v| BarSeries {
                 name: v.to_string(),
                 values: points.iter().map(|p| wasted(v, *p)).collect(),
+                intervals: Vec::new(),
             })
             .collect();
         Kind::Bars { categories: labels(&points), series }
@@ -210,6 +211,7 @@ fn waste(scenario: &Scenario, summaries: &[RunSummary]) -> Chart {
             series: vec![BarSeries {
                 name: String::new(),
                 values: variants.iter().map(|v| wasted(v, None)).collect(),
+                intervals: Vec::new(),
             }],
         }
     };

@@ -37,6 +37,7 @@ use super::{BenchNode, MIB};
 use batch::{Admission, BatchCounts, BeJob, Runner};
 use overbook::OverbookScene;
 use overbook_linux::host;
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use services::{Measured, Programs, ServiceSizes, Templates};
 use std::path::{Path, PathBuf};
@@ -63,6 +64,10 @@ pub struct ColocationPlan {
     pub seconds: u64,
     pub repeats: usize,
     pub policies: Vec<String>,
+    /// Run an `isolated` scene first and count nothing of it: the page
+    /// cache, the services' first allocations and the CPU's clocks settle
+    /// before the first counted scene.
+    pub warmup: bool,
     /// Where overbook scenes' agent events go, as JSON lines (one file a
     /// scene); none: kept in the report as counts only.
     pub events: Option<PathBuf>,
@@ -260,9 +265,21 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         pg_rate,
         redis_round,
     };
+    if plan.warmup {
+        say(&format!("warm-up (isolated, not counted): {} s", plan.seconds));
+        run.scene("isolated", usize::MAX, say)?;
+    }
     let mut scenes = Vec::new();
     for repeat in 0..plan.repeats {
-        for policy in &plan.policies {
+        // Each repeat in its own seeded order: a policy that always ran
+        // first (or after the one that fills the page cache) would carry
+        // its place in every ratio.
+        let mut order = plan.policies.clone();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+            plan.seed ^ (u64::try_from(repeat).unwrap_or(0) << 32),
+        );
+        rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+        for policy in &order {
             say(&format!("{policy} (repeat {}/{}): {} s", repeat + 1, plan.repeats, plan.seconds));
             let r = run.scene(policy, repeat, say)?;
             say(&format!(

@@ -1,14 +1,25 @@
 //! `bench colocation`'s figures per policy: each scene against the
-//! `isolated` and `static` scenes of its own repeat, then the mean and the
-//! spread over repeats.
+//! `isolated` and `static` scenes of its own repeat, then the mean over
+//! repeats with its 95% bootstrap interval (and the spread).
 //!
 //! Why pair by repeat: the scenes of one repeat run back to back, while
-//! repeats are minutes apart; under emulation the machine's speed drifts
-//! with the host, so a ratio within a repeat compares like with like.
+//! repeats are minutes apart; the machine's speed drifts (under emulation,
+//! with the host), so a ratio within a repeat compares like with like.
+//! Why a bootstrap: a handful of repeats of ratios that are far from
+//! normal (a p99 that explodes in one repeat); resampling the repeats
+//! assumes nothing of their shape. Two policies differ when their
+//! intervals do not overlap.
 
 use super::{ColocationReport, SceneResult};
 use crate::bench::MIB;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+
+/// Resamples drawn for an interval.
+const RESAMPLES: usize = 2000;
+
+/// A 95% interval, `[low, high]`; `NaN`s where there is nothing to say.
+pub type Interval = [f64; 2];
 
 /// A policy over its repeats, relative to `isolated` and `static`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -38,6 +49,55 @@ pub struct PolicySummary {
     pub prod_stall_s: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
     pub failures: usize,
+    /// 95% bootstrap intervals of the means above, over the repeats.
+    pub redis_throughput_ci: Interval,
+    pub redis_p50_ci: Interval,
+    pub redis_p99_ci: Interval,
+    pub pg_throughput_ci: Interval,
+    pub pg_p50_ci: Interval,
+    pub pg_p99_ci: Interval,
+    pub be_work_ci: Interval,
+    /// Repeats counted.
+    pub repeats: usize,
+}
+
+/// The 95% percentile bootstrap interval of the mean of `xs` (its finite
+/// values), drawn with a generator seeded by `seed`: the same report gives
+/// the same interval.
+pub fn bootstrap_ci(xs: &[f64], seed: u64) -> Interval {
+    let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    match v.len() {
+        0 => return [f64::NAN, f64::NAN],
+        1 => return [v[0], v[0]],
+        _ => {}
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut means: Vec<f64> = (0..RESAMPLES)
+        .map(|_| (0..v.len()).map(|_| v[rng.gen_range(0..v.len())]).sum::<f64>() / v.len() as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[overbook_core::convert::to_usize(q * (RESAMPLES - 1) as f64)];
+    [at(0.025), at(0.975)]
+}
+
+/// How far the `isolated` scenes' production p99 strays from its mean
+/// over the repeats, as a share (0.1: within ±10%): the run's own noise.
+/// `(Redis, PostgreSQL)`; `NaN` with fewer than two isolated scenes.
+pub fn isolated_noise(scenes: &[SceneResult]) -> (f64, f64) {
+    let stray = |f: Figure| {
+        let v: Vec<f64> = scenes
+            .iter()
+            .filter(|s| s.policy == "isolated")
+            .map(f)
+            .filter(|x| x.is_finite())
+            .collect();
+        if v.len() < 2 {
+            return f64::NAN;
+        }
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|x| (x / m - 1.0).abs()).fold(0.0, f64::max)
+    };
+    (stray(|s| s.redis.p99_ms), stray(|s| s.postgres.p99_ms))
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
@@ -85,9 +145,17 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
     policies
         .iter()
         .map(|p| {
+            // One generator seed per policy and figure: the same scenes
+            // give the same intervals.
+            let seed = |figure: u64| {
+                p.bytes().fold(figure, |h, b| h.wrapping_mul(0x100_0000_01b3) ^ u64::from(b))
+            };
             let to = |reference: &str, f: Figure| {
                 let r = ratios(scenes, p, reference, f);
                 (mean(r.iter().copied()), spread(r.iter().copied()))
+            };
+            let ci = |reference: &str, f: Figure, figure: u64| {
+                bootstrap_ci(&ratios(scenes, p, reference, f), seed(figure))
             };
             let m = |f: Figure| mean(scenes.iter().filter(|s| &s.policy == p).map(f));
             let (redis_throughput, redis_throughput_spread) =
@@ -122,6 +190,14 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                     .filter(|s| &s.policy == p)
                     .map(|s| s.redis.failures.len() + s.postgres.failures.len())
                     .sum(),
+                redis_throughput_ci: ci("isolated", |s| s.redis.throughput, 1),
+                redis_p50_ci: ci("isolated", |s| s.redis.p50_ms, 2),
+                redis_p99_ci: ci("isolated", |s| s.redis.p99_ms, 3),
+                pg_throughput_ci: ci("isolated", |s| s.postgres.throughput, 4),
+                pg_p50_ci: ci("isolated", |s| s.postgres.p50_ms, 5),
+                pg_p99_ci: ci("isolated", |s| s.postgres.p99_ms, 6),
+                be_work_ci: ci("static", |s| s.batch.work_mib_steps as f64, 7),
+                repeats: scenes.iter().filter(|s| &s.policy == p).count(),
             }
         })
         .collect()
@@ -133,8 +209,8 @@ pub fn table(r: &ColocationReport) -> String {
     let mut out = format!(
         "seed {}, {} s a scene, {repeats} repeat(s), node {} MiB (machine {} MiB), \
          production reserved {} MiB, static best-effort {} MiB\n\
-         production relative to isolated (x: ratio; ±: spread over repeats), best-effort \
-         work relative to static, each within its repeat\n",
+         production relative to isolated, best-effort work relative to static, each within \
+         its repeat: the mean ratio [its 95% bootstrap interval over the repeats]\n",
         r.seed,
         r.seconds,
         r.capacity / MIB,
@@ -142,8 +218,18 @@ pub fn table(r: &ColocationReport) -> String {
         r.reserved / MIB,
         r.capacity.saturating_sub(r.reserved) / MIB,
     );
+    let (redis_noise, pg_noise) = isolated_noise(&r.scenes);
+    if redis_noise.is_finite() || pg_noise.is_finite() {
+        let pct = |x: f64| if x.is_finite() { format!("±{:.0}%", x * 100.0) } else { "-".into() };
+        out.push_str(&format!(
+            "noise: isolated's own p99 strays from its mean by Redis {}, PostgreSQL {} \
+             (a difference inside it is no difference)\n",
+            pct(redis_noise),
+            pct(pg_noise)
+        ));
+    }
     out.push_str(&format!(
-        "{:<18} {:>11} {:>6} {:>12} {:>11} {:>6} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
+        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -162,19 +248,25 @@ pub fn table(r: &ColocationReport) -> String {
         "fail"
     ));
     let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
-    let pm = |x: f64, spread: f64| format!("{}±{}", f(x, 2), f(spread, 2));
+    let with = |x: f64, ci: Interval| {
+        if ci[0].is_finite() && ci[1].is_finite() && ci[0] < ci[1] {
+            format!("{} [{}-{}]", f(x, 2), f(ci[0], 2), f(ci[1], 2))
+        } else {
+            f(x, 2)
+        }
+    };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>11} {:>6} {:>12} {:>11} {:>6} {:>12} {:>6} {:>11} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
+            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
             s.policy,
-            pm(s.redis_throughput, s.redis_throughput_spread),
+            with(s.redis_throughput, s.redis_throughput_ci),
             f(s.redis_p50, 2),
-            pm(s.redis_p99, s.redis_p99_spread),
-            pm(s.pg_throughput, s.pg_throughput_spread),
+            with(s.redis_p99, s.redis_p99_ci),
+            with(s.pg_throughput, s.pg_throughput_ci),
             f(s.pg_p50, 2),
-            pm(s.pg_p99, s.pg_p99_spread),
+            with(s.pg_p99, s.pg_p99_ci),
             f(s.be_completed, 1),
-            pm(s.be_work, s.be_work_spread),
+            with(s.be_work, s.be_work_ci),
             f(s.lost_s, 1),
             f(s.kills, 1),
             f(s.suspensions, 1),
@@ -253,5 +345,40 @@ mod tests {
         let scenes = [scene("isolated", 0, 1.0, 0), scene("static", 0, 1.0, 0)];
         let s = summarize(&policies, &scenes);
         assert!(s[1].be_work.is_nan(), "{}", s[1].be_work);
+    }
+
+    #[test]
+    fn an_interval_holds_the_mean_narrows_with_agreement_and_is_repeatable() {
+        let ci = bootstrap_ci(&[1.0, 1.1, 0.9, 1.05, 0.95], 7);
+        assert!(ci[0] <= 1.0 && 1.0 <= ci[1], "{ci:?}");
+        assert!(ci[0] >= 0.9 && ci[1] <= 1.1, "inside the data: {ci:?}");
+        assert_eq!(ci, bootstrap_ci(&[1.0, 1.1, 0.9, 1.05, 0.95], 7), "seeded");
+        let wide = bootstrap_ci(&[0.5, 1.5, 0.5, 1.5, 1.0], 7);
+        assert!(wide[1] - wide[0] > ci[1] - ci[0], "{wide:?} vs {ci:?}");
+        assert_eq!(bootstrap_ci(&[2.0], 1), [2.0, 2.0]);
+        assert!(bootstrap_ci(&[f64::NAN], 1)[0].is_nan());
+    }
+
+    #[test]
+    fn the_noise_is_isolated_s_own_stray_from_its_mean() {
+        let scenes = [scene("isolated", 0, 9.0, 0), scene("isolated", 1, 11.0, 0)];
+        let (redis, pg) = isolated_noise(&scenes);
+        assert!((redis - 0.1).abs() < 1e-9, "{redis}");
+        assert_eq!(pg, 0.0);
+        assert!(isolated_noise(&scenes[..1]).0.is_nan(), "one repeat says nothing");
+        let policies: Vec<String> = ["isolated", "kernel"].iter().map(|s| s.to_string()).collect();
+        let scenes = [
+            scene("isolated", 0, 10.0, 0),
+            scene("kernel", 0, 20.0, 0),
+            scene("isolated", 1, 10.0, 0),
+            scene("kernel", 1, 30.0, 0),
+        ];
+        let s = summarize(&policies, &scenes);
+        assert_eq!(s[1].repeats, 2);
+        assert!(
+            s[1].redis_p99_ci[0] >= 2.0 && s[1].redis_p99_ci[1] <= 3.0,
+            "{:?}",
+            s[1].redis_p99_ci
+        );
     }
 }
