@@ -15,7 +15,7 @@ use rustix::process::{waitpid, WaitOptions};
 
 use crate::error::CgroupError;
 use crate::fsio;
-use crate::parse::{Pid, ProcessStat, ProcessStatus};
+use crate::parse::{Pid, ProcessStat, ProcessStatus, SchedStat};
 
 /// Where procfs lists the processes.
 const PROC: &str = "/proc";
@@ -185,6 +185,30 @@ pub fn stat(pid: Pid) -> Result<ProcessStat, CgroupError> {
     read(&dir(pid).join("stat"), ProcessStat::parse)
 }
 
+/// A process's scheduler times, summed over its threads
+/// (`/proc/<pid>/task/*/schedstat`). A thread that exits while they are
+/// read is left out; a process that is gone is `NoSuchProcess`.
+pub fn schedstat(pid: Pid) -> Result<SchedStat, CgroupError> {
+    let tasks = dir(pid).join("task");
+    let entries = std::fs::read_dir(&tasks).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => CgroupError::NoSuchProcess { pid },
+        _ => CgroupError::Io { op: "list", path: tasks.clone(), source },
+    })?;
+    let mut sum = SchedStat::default();
+    for entry in entries.filter_map(Result::ok) {
+        let file = entry.path().join("schedstat");
+        let one = match std::fs::read_to_string(&file) {
+            Ok(text) => SchedStat::parse(&text)
+                .map_err(|source| CgroupError::Parse { path: file.clone(), source })?,
+            Err(_) => continue,
+        };
+        sum.on_cpu += one.on_cpu;
+        sum.run_delay += one.run_delay;
+        sum.timeslices += one.timeslices;
+    }
+    Ok(sum)
+}
+
 /// A process's memory and threads (`/proc/<pid>/status`).
 pub fn status(pid: Pid) -> Result<ProcessStatus, CgroupError> {
     read(&dir(pid).join("status"), ProcessStatus::parse)
@@ -214,6 +238,15 @@ mod tests {
 
     fn own_pid() -> Pid {
         Pid::new(std::process::id()).expect("a pid")
+    }
+
+    #[test]
+    fn a_process_s_scheduler_times_sum_its_threads_and_a_gone_one_is_said() {
+        let spun: u64 = (0..2_000_000u64).fold(0, |a, x| a.wrapping_add(x * x));
+        let own = schedstat(own_pid()).expect("readable");
+        assert!(own.on_cpu > std::time::Duration::ZERO && own.timeslices > 0, "{own:?} {spun}");
+        let gone = schedstat(Pid::new(Pid::MAX).expect("a pid"));
+        assert!(matches!(gone, Err(CgroupError::NoSuchProcess { .. })), "{gone:?}");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 
 use overbook_linux::parse::{
     ByteCount, CgroupEvents, CgroupProcs, CpuInfo, CpuTimes, FreezerState, Limit, MemInfo,
-    MemoryEvents, MemoryStat, Mounts, Pressure, ProcCgroup, ProcessStat, ProcessStatus, Swaps,
-    V1MemoryStat, VmStat,
+    MemoryEvents, MemoryStat, Mounts, Pressure, ProcCgroup, ProcessStat, ProcessStatus, SchedStat,
+    Swaps, V1MemoryStat, VmStat,
 };
 use proptest::prelude::*;
 
@@ -33,6 +33,7 @@ fn parse_all(text: &str) {
     check(VmStat::parse(text));
     check(CpuTimes::parse(text));
     check(ProcessStat::parse(text));
+    check(SchedStat::parse(text));
     check(ProcessStatus::parse(text));
     check(Swaps::parse(text));
     check(CpuInfo::parse(text));

@@ -99,6 +99,7 @@ impl ServiceResult {
 
 /// One policy's scene.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SceneResult {
     pub policy: String,
     pub repeat: usize,
@@ -113,6 +114,11 @@ pub struct SceneResult {
     /// Seconds in which some production task stalled on memory (the
     /// containers' PSI `some`, summed).
     pub prod_stall_s: f64,
+    /// Production's processes' time on a CPU, and runnable but waiting
+    /// for one (their threads' `schedstat`, summed): its slowdown from CPU,
+    /// apart from `prod_stall_s`, its slowdown from memory.
+    pub prod_cpu_s: f64,
+    pub prod_runq_wait_s: f64,
     /// Seconds in which every task of the machine stalled on memory (PSI
     /// `full`).
     pub machine_full_stall_s: f64,
@@ -510,6 +516,7 @@ impl Run<'_> {
             let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
             let mem = host::meminfo().map_err(|e| e.to_string())?;
             watch.look(&mem);
+            watch.look_at_production(&node);
             match &mut manager {
                 Manager::None => {}
                 Manager::Peer(r, _) => r.tick(&mut node, &mem)?,

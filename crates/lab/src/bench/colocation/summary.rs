@@ -47,6 +47,9 @@ pub struct PolicySummary {
     pub checkpoints: f64,
     pub oom_kills: f64,
     pub prod_stall_s: f64,
+    /// Production's time waiting for a CPU, and on one (means, seconds).
+    pub prod_runq_wait_s: f64,
+    pub prod_cpu_s: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
     pub failures: usize,
     /// 95% bootstrap intervals of the means above, over the repeats.
@@ -185,6 +188,8 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 checkpoints: m(|s| s.checkpoints as f64),
                 oom_kills: m(|s| s.oom_kills as f64),
                 prod_stall_s: m(|s| s.prod_stall_s),
+                prod_runq_wait_s: m(|s| s.prod_runq_wait_s),
+                prod_cpu_s: m(|s| s.prod_cpu_s),
                 failures: scenes
                     .iter()
                     .filter(|s| &s.policy == p)
@@ -210,7 +215,8 @@ pub fn table(r: &ColocationReport) -> String {
         "seed {}, {} s a scene, {repeats} repeat(s), node {} MiB (machine {} MiB), \
          production reserved {} MiB, static best-effort {} MiB\n\
          production relative to isolated, best-effort work relative to static, each within \
-         its repeat: the mean ratio [its 95% bootstrap interval over the repeats]\n",
+         its repeat: the mean ratio [its 95% bootstrap interval over the repeats]; production's \
+         slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU)\n",
         r.seed,
         r.seconds,
         r.capacity / MIB,
@@ -229,7 +235,7 @@ pub fn table(r: &ColocationReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
+        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -245,6 +251,7 @@ pub fn table(r: &ColocationReport) -> String {
         "ckpt",
         "oom",
         "stall s",
+        "runq s",
         "fail"
     ));
     let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
@@ -257,7 +264,7 @@ pub fn table(r: &ColocationReport) -> String {
     };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>5}\n",
+            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>5}\n",
             s.policy,
             with(s.redis_throughput, s.redis_throughput_ci),
             f(s.redis_p50, 2),
@@ -273,6 +280,7 @@ pub fn table(r: &ColocationReport) -> String {
             f(s.checkpoints, 1),
             f(s.oom_kills, 1),
             f(s.prod_stall_s, 1),
+            f(s.prod_runq_wait_s, 1),
             s.failures,
         ));
     }

@@ -4,9 +4,14 @@
 
 use super::SceneResult;
 use crate::bench::BenchNode;
-use overbook_linux::host;
-use overbook_linux::parse::{CpuTimes, MemInfo};
-use overbook_linux::ContainerPath;
+use overbook_linux::parse::{CpuTimes, MemInfo, SchedStat};
+use overbook_linux::{host, process, ContainerPath, Pid};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How often production's processes' scheduler times are read (each read
+/// is a few files a thread: not every 100 ms look).
+const SCHED_EVERY: Duration = Duration::from_secs(1);
 
 /// Production's memory counters, summed over its containers.
 #[derive(Clone, Copy, Default)]
@@ -58,6 +63,11 @@ impl Machine {
 /// One scene's watch.
 pub(super) struct SceneWatch {
     production: Vec<ContainerPath>,
+    /// Each production process's scheduler times: at the scene's start (or
+    /// zero, for one born during it) and at the last read; one that exits
+    /// keeps its last read (at most `SCHED_EVERY` of its time is lost).
+    sched: BTreeMap<Pid, (SchedStat, SchedStat)>,
+    sched_read: Option<Instant>,
     machine0: Machine,
     production0: Production,
     available_min: u64,
@@ -70,13 +80,36 @@ impl SceneWatch {
         node: &BenchNode,
         production: Vec<ContainerPath>,
     ) -> Result<SceneWatch, String> {
-        Ok(SceneWatch {
+        let mut watch = SceneWatch {
             machine0: Machine::read()?,
             production0: Production::read(node, &production)?,
             production,
+            sched: BTreeMap::new(),
+            sched_read: None,
             available_min: u64::MAX,
             swap_peak: 0,
-        })
+        };
+        watch.read_sched(node, true);
+        Ok(watch)
+    }
+
+    /// Production's processes' scheduler times, once a `SCHED_EVERY`.
+    pub(super) fn look_at_production(&mut self, node: &BenchNode) {
+        if self.sched_read.is_none_or(|t| t.elapsed() >= SCHED_EVERY) {
+            self.read_sched(node, false);
+        }
+    }
+
+    fn read_sched(&mut self, node: &BenchNode, at_start: bool) {
+        self.sched_read = Some(Instant::now());
+        for c in &self.production {
+            let Ok(members) = node.cg.members(c) else { continue };
+            for pid in members.done().map(|m| m.pids).unwrap_or_default() {
+                let Ok(now) = process::schedstat(pid) else { continue };
+                let first = if at_start { now } else { SchedStat::default() };
+                self.sched.entry(pid).or_insert((first, now)).1 = now;
+            }
+        }
     }
 
     /// A look at the machine's memory.
@@ -86,7 +119,13 @@ impl SceneWatch {
     }
 
     /// The scene's figures into `r`; what cannot be read is noted there.
-    pub(super) fn finish(self, node: &BenchNode, r: &mut SceneResult) {
+    pub(super) fn finish(mut self, node: &BenchNode, r: &mut SceneResult) {
+        self.read_sched(node, false);
+        let since = |f: fn(&SchedStat) -> Duration| {
+            self.sched.values().map(|(a, b)| f(b).saturating_sub(f(a)).as_secs_f64()).sum::<f64>()
+        };
+        r.prod_cpu_s = since(|s| s.on_cpu);
+        r.prod_runq_wait_s = since(|s| s.run_delay);
         r.available_min = self.available_min;
         r.swap_peak = self.swap_peak;
         match Machine::read() {
