@@ -110,6 +110,19 @@ pub struct ColocationArgs {
     /// Skip the warm-up scene (an isolated scene run first and not counted).
     #[arg(long)]
     no_warmup: bool,
+    /// The native mode: the node is a memory cgroup of this machine limited
+    /// to --capacity (the services and jobs run natively in it), not the
+    /// whole machine; a swap file of --swap is made for the run if the
+    /// machine has no swap. earlyoom watches whole machines: not here.
+    #[arg(long)]
+    native: bool,
+    /// The native node's memory (e.g. 2GiB; the services' sizes and the job
+    /// stream scale with it).
+    #[arg(long, default_value = "2GiB", requires = "native")]
+    capacity: String,
+    /// The swap file's size when the machine has no swap (native mode).
+    #[arg(long, default_value = "1GiB", requires = "native")]
+    swap: String,
     /// Seeds the best-effort job stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -763,6 +776,25 @@ fn colocation(args: ColocationArgs) -> Result<()> {
             anyhow::bail!("--policies: unknown policy {p:?} ({})", POLICIES.join(", "));
         }
     }
+    let native = if args.native {
+        let size = |flag: &str, s: &str| {
+            overbook_agent::config::parse_size_text(s)
+                .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}"))
+        };
+        let (capacity, swap) = (size("capacity", &args.capacity)?, size("swap", &args.swap)?);
+        if capacity < 512 << 20 {
+            anyhow::bail!("--capacity {}: the comparison needs 512MiB at least", args.capacity);
+        }
+        if args.policies.iter().any(|p| p == "earlyoom") {
+            anyhow::bail!(
+                "--policies: earlyoom watches the whole machine, not a node cgroup: leave it \
+                 out of --native runs (it runs in scripts/vm's whole-machine mode)"
+            );
+        }
+        Some(colocation::NativeNode { capacity, swap })
+    } else {
+        None
+    };
     if !args.policies.iter().any(|p| p == "isolated") {
         anyhow::bail!("--policies: include isolated, the reference every ratio is of");
     }
@@ -779,6 +811,7 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         repeats: args.repeats,
         policies: args.policies,
         warmup: !args.no_warmup,
+        native,
         events: args.events,
     };
     if let Some(dir) = &plan.events {

@@ -64,6 +64,11 @@ pub struct ColocationPlan {
     pub seconds: u64,
     pub repeats: usize,
     pub policies: Vec<String>,
+    /// The native mode: the node is a memory cgroup of this machine with
+    /// this limit (and the machine's swap, a swap file made for the run if
+    /// it has none), not the whole machine. `None`: the whole machine (a VM
+    /// of its own, `scripts/vm`), the only mode where earlyoom can run.
+    pub native: Option<NativeNode>,
     /// Run an `isolated` scene first and count nothing of it: the page
     /// cache, the services' first allocations and the CPU's clocks settle
     /// before the first counted scene.
@@ -71,6 +76,15 @@ pub struct ColocationPlan {
     /// Where overbook scenes' agent events go, as JSON lines (one file a
     /// scene); none: kept in the report as counts only.
     pub events: Option<PathBuf>,
+}
+
+/// The native mode's node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeNode {
+    /// The node cgroup's memory limit, bytes.
+    pub capacity: u64,
+    /// The swap file made for the run when the machine has none, bytes.
+    pub swap: u64,
 }
 
 /// A production service's figures in one scene.
@@ -148,8 +162,12 @@ pub struct ColocationReport {
     pub seconds: u64,
     pub machine_memory: u64,
     /// Memory the benchmark counts as the node's: available at start, less
-    /// what the drivers and the agent need.
+    /// what the drivers and the agent need; or (native) the node cgroup's
+    /// limit.
     pub capacity: u64,
+    /// The native mode's node, if the run was native.
+    #[serde(default)]
+    pub native: Option<NativeNode>,
     /// Production's reservation (its peak); `static` runs best-effort work
     /// only in `capacity` less this.
     pub reserved: u64,
@@ -208,24 +226,46 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
             return Err(format!("unknown policy {p:?} (one of {})", POLICIES.join(", ")));
         }
     }
-    let programs = Programs::find()?;
+    let mut programs = Programs::find()?;
     // Never the OOM killer's or earlyoom's victim; the drivers inherit it,
     // as programs on another machine would be out of reach. Production and
-    // best-effort set their own (a kubelet's -997 and 1000).
-    super::set_oom_score_adj(std::process::id(), -1000)?;
-    let swaps = host::swaps().map_err(|e| e.to_string())?;
-    if swaps.areas.is_empty() {
-        return Err("no swap: the comparison needs a machine with swap (scripts/vm gives its \
-                    guest zram)"
+    // best-effort set their own (a kubelet's -997 and 1000). In the native
+    // mode the OOM killer is the node cgroup's, which never sees the
+    // drivers; where this process may not lower scores, production keeps 0
+    // and the jobs' 1000 still makes them its first victims.
+    if let Err(e) = super::set_oom_score_adj(std::process::id(), -1000) {
+        if plan.native.is_none() {
+            return Err(e);
+        }
+        say(&format!(
+            "cannot lower oom_score_adj here ({e}): production keeps 0, best-effort jobs 1000"
+        ));
+        programs.prod_oom_score_adj = 0;
+    }
+    if plan.native.is_some() && plan.policies.iter().any(|p| p == "earlyoom") {
+        return Err("earlyoom watches the whole machine, not a node cgroup: it runs only in \
+                    the whole-machine mode (scripts/vm), leave it out of --native runs"
             .into());
     }
     let mem = host::meminfo().map_err(|e| e.to_string())?;
-    let capacity = mem.available_or_free().saturating_sub(OWN_MEMORY);
+    let capacity = match plan.native {
+        None => mem.available_or_free().saturating_sub(OWN_MEMORY),
+        Some(n) if n.capacity + OWN_MEMORY > mem.available_or_free() => {
+            return Err(format!(
+                "--capacity {} MiB: the machine has {} MiB available, and the drivers need {} \
+                 MiB beside the node",
+                n.capacity / MIB,
+                mem.available_or_free() / MIB,
+                OWN_MEMORY / MIB
+            ))
+        }
+        Some(n) => n.capacity,
+    };
     if capacity < 512 * MIB {
         return Err(format!(
-            "{} MiB available: the comparison needs {} MiB at least",
-            mem.available_or_free() / MIB,
-            (512 * MIB + OWN_MEMORY) / MIB
+            "a node of {} MiB: the comparison needs {} MiB at least",
+            capacity / MIB,
+            512 * MIB / MIB
         ));
     }
     let scratch = tempfile::Builder::new()
@@ -243,6 +283,23 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
             dir.display()
         ));
     }
+    // Swap: the whole-machine mode needs the machine's own (the VM's zram);
+    // the native mode makes a file for the run if the machine has none.
+    // Kept until the run ends (then swapped off and removed).
+    let _swap = match plan.native {
+        _ if !host::swaps().map_err(|e| e.to_string())?.areas.is_empty() => None,
+        None => {
+            return Err("no swap: the comparison needs a machine with swap (scripts/vm gives \
+                        its guest zram; --native makes a swap file)"
+                .into())
+        }
+        Some(n) => {
+            say(&format!("no swap here: a {} MiB swap file for the run", n.swap / MIB));
+            let file = overbook_linux::swap::SwapFile::add(&dir, n.swap)
+                .map_err(|e| format!("a swap file in {}: {e}", dir.display()))?;
+            Some(file)
+        }
+    };
     let be_chain = dir.join("be-chain");
     std::os::unix::fs::symlink(&plan.overbook, &be_chain)
         .map_err(|e| format!("{}: {e}", be_chain.display()))?;
@@ -252,12 +309,13 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         mem.total / MIB,
         capacity / MIB
     ));
+    let limit = plan.native.map(|n| n.capacity);
     let templates = {
-        let mut node = BenchNode::new(&node_name("template"), None)?;
+        let mut node = BenchNode::new(&node_name("template"), limit)?;
         Templates::make(&programs, &mut node, &dir.join("templates"), sizes, say)?
     };
     let reserved = sizes.redis_base + sizes.redis_burst + templates.pg_bytes + 2 * SERVER_OVERHEAD;
-    let (pg_rate, redis_round) = calibrate(&programs, &templates, &dir, say)?;
+    let (pg_rate, redis_round) = calibrate(&programs, &templates, &dir, limit, say)?;
     let mut run = Run {
         plan,
         programs,
@@ -316,6 +374,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
     let summary = summarize(&plan.policies, &scenes);
     run.jobs.truncate(scenes.iter().map(|s| s.batch.started).max().unwrap_or(0));
     Ok(ColocationReport {
+        native: plan.native,
         seed: plan.seed,
         seconds: plan.seconds,
         machine_memory: mem.total,
@@ -363,9 +422,10 @@ fn calibrate(
     programs: &Programs,
     templates: &Templates,
     dir: &Path,
+    limit: Option<u64>,
     say: &mut dyn FnMut(&str),
 ) -> Result<(f64, u64), String> {
-    let mut node = BenchNode::new(&node_name("calibrate"), None)?;
+    let mut node = BenchNode::new(&node_name("calibrate"), limit)?;
     let scene = dir.join("calibrate");
     let (redis, pg) = templates.start(programs, &mut node, &scene)?;
     let tps = services::pg_capacity(programs, &pg, 5)?;
@@ -445,13 +505,35 @@ enum Manager {
 }
 
 impl Run<'_> {
+    /// The node's memory as the managers see it: the machine's, or (native)
+    /// the node cgroup's, its limit as the total and what its page cache
+    /// could give back counted as available, as `MemAvailable` does.
+    fn memory(&self, node: &BenchNode) -> Result<overbook_linux::parse::MemInfo, String> {
+        let machine = host::meminfo().map_err(|e| e.to_string())?;
+        let Some(native) = self.plan.native else { return Ok(machine) };
+        let c = node
+            .cg
+            .counters(&node.root)
+            .map_err(|e| e.to_string())?
+            .done()
+            .ok_or("the node cgroup is gone")?;
+        let used = c.usage.saturating_sub(c.inactive_file);
+        let available = native.capacity.saturating_sub(used);
+        Ok(overbook_linux::parse::MemInfo {
+            total: native.capacity,
+            free: native.capacity.saturating_sub(c.usage),
+            available: Some(available),
+            ..machine
+        })
+    }
+
     fn scene(
         &mut self,
         policy: &str,
         repeat: usize,
         say: &mut dyn FnMut(&str),
     ) -> Result<SceneResult, String> {
-        let mut node = BenchNode::new(&node_name(policy), None)?;
+        let mut node = BenchNode::new(&node_name(policy), self.plan.native.map(|n| n.capacity))?;
         let dir = self.dir.join(format!("{policy}-{repeat}"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -514,7 +596,7 @@ impl Run<'_> {
         let mut result = SceneResult { policy: policy.into(), repeat, ..SceneResult::default() };
         while start.elapsed() < span {
             let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
-            let mem = host::meminfo().map_err(|e| e.to_string())?;
+            let mem = self.memory(&node)?;
             watch.look(&mem);
             watch.look_at_production(&node);
             match &mut manager {

@@ -157,6 +157,12 @@ impl OverbookScene {
         for e in &events {
             *r.agent_events.entry(e.kind.to_string()).or_insert(0) += 1;
         }
+        if let Some(e) = events.iter().find(|e| e.kind == EventKind::CheckpointsUnavailable) {
+            r.notes.push(format!(
+                "CRIU cannot checkpoint here ({}): the preemptor fell back",
+                e.detail["why_not"].as_str().unwrap_or("see the agent's events")
+            ));
+        }
         for e in &events {
             match e.kind {
                 EventKind::Finished if e.detail_as::<Finished>().is_ok_and(|f| f.succeeded()) => {

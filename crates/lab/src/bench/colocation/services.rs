@@ -31,6 +31,10 @@ pub struct Programs {
     pub choom: PathBuf,
     pub chrt: PathBuf,
     pub taskset: PathBuf,
+    /// The services' `oom_score_adj`: a kubelet's -997 for guaranteed
+    /// pods, or 0 where this process may not lower it (no
+    /// `CAP_SYS_RESOURCE`; native mode only).
+    pub prod_oom_score_adj: i32,
 }
 
 impl Programs {
@@ -60,6 +64,7 @@ impl Programs {
             chrt: at("/usr/bin/chrt", "util-linux"),
             taskset: at("/usr/bin/taskset", "util-linux"),
             pg_bin: at(&pg_bin.display().to_string(), "postgresql"),
+            prod_oom_score_adj: -997,
         };
         for tool in ["postgres", "initdb", "pg_ctl"] {
             at(&programs.pg_bin.join(tool).display().to_string(), "postgresql");
@@ -292,7 +297,7 @@ impl Redis {
         let data_dir = rdb_dir.unwrap_or(dir);
         let args: Vec<String> = vec![
             "-n".into(),
-            "-997".into(),
+            programs.prod_oom_score_adj.to_string(),
             "--".into(),
             programs.redis_server.display().to_string(),
             "--port".into(),
@@ -383,9 +388,10 @@ impl Postgres {
         socket_dir: &Path,
         data: &Path,
     ) -> Result<Postgres, String> {
+        let adj = programs.prod_oom_score_adj.to_string();
         let args: Vec<String> = [
             "-n",
-            "-997",
+            &adj,
             "--",
             &programs.setpriv.display().to_string(),
             "--reuid=postgres",

@@ -211,8 +211,9 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
 /// The report as a table.
 pub fn table(r: &ColocationReport) -> String {
     let repeats = r.scenes.iter().map(|s| s.repeat + 1).max().unwrap_or(1);
+    let mode = if r.native.is_some() { "native, a node cgroup" } else { "the whole machine" };
     let mut out = format!(
-        "seed {}, {} s a scene, {repeats} repeat(s), node {} MiB (machine {} MiB), \
+        "{mode}: seed {}, {} s a scene, {repeats} repeat(s), node {} MiB (machine {} MiB), \
          production reserved {} MiB, static best-effort {} MiB\n\
          production relative to isolated, best-effort work relative to static, each within \
          its repeat: the mean ratio [its 95% bootstrap interval over the repeats]; production's \
