@@ -142,7 +142,8 @@ impl GroupStat {
             GroupStat::RemoteResumes => Some(a.remote_resumes as f64),
             GroupStat::Restarts => Some(a.restarts as f64),
             GroupStat::Rejections => Some(a.rejections as f64),
-            GroupStat::ThrashingTaskHours => Some(g.thrashing_task_hours),
+            // A group with no task has no harm to show (and an empty sum is -0).
+            GroupStat::ThrashingTaskHours => (g.tasks > 0).then_some(g.thrashing_task_hours),
             GroupStat::WastedCpuHours => Some(g.wasted_cpu_hours),
         }
     }

@@ -43,11 +43,12 @@ const MAIN: [Column; 13] = {
         group("prod JCT", "p90", G::JctP90, PROD),
         group("BE", "JCR", G::Jcr, BE),
         group("prod", "JCR", G::Jcr, PROD),
+        // Production's harm, beside its JCR: what "as if alone" is about.
+        group("prod", "thr-h", G::ThrashingTaskHours, PROD),
         run("", "kills", R::Kills),
         run("", "susp", R::Suspensions),
         run("", "ckpts", R::Checkpoints),
         run("wasted", "CPU-h", R::WastedCpuHours),
-        run("energy", "kWh", R::EnergyKwh),
         run("thrash", "node-s", R::ThrashingNodeSeconds),
     ]
 };
@@ -76,8 +77,9 @@ pub(super) fn render(scenario: &Scenario, summaries: &[RunSummary], papers: &[Pa
     let mut out = comparison(scenario, summaries, &MAIN);
     out.push_str(
         "\nJCT: job completion time (submit of the first task to end of the last); JCR: completed / \
-         submitted jobs;\nwasted: CPU time lost to kills plus checkpoint time; energy: linear \
-         power model (see summary.json).\n",
+         submitted jobs;\nprod thr-h: hours production's tasks spent thrashing (its harm); wasted: \
+         CPU time lost to kills\nplus checkpoint time; energy (a linear power model): in \
+         summary.json.\n",
     );
     if let Some(base) = &scenario.baseline {
         out.push_str(&format!("vs {base}: ratio to {base} at the same point.\n"));
@@ -345,7 +347,7 @@ mod tests {
         let text = comparison(&scenario, &[a, b], &MAIN);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 5, "{text}");
-        assert!(lines[1].starts_with("run") && lines[1].contains("kWh"), "{text}");
+        assert!(lines[1].starts_with("run") && lines[1].contains("thr-h"), "{text}");
         assert!(lines[2].starts_with("a ") && lines[2].contains("50.0s"), "{text}");
         // b's p50 is 100 s, twice a's; production has no jobs: dashes.
         assert!(lines[4].starts_with("  vs a") && lines[4].contains("2.00x"), "{text}");
