@@ -290,3 +290,44 @@ fn a_run_that_cannot_start_is_refused_at_once_or_said_once() {
     let store = TaskStore::open(&db).expect("opens");
     assert!(store.tasks().expect("read").good.is_empty());
 }
+
+/// Found by the fault-injection suite in the VM: a task an earlier agent
+/// started, adopted by the next one and killed by a preemption, was taken
+/// for finished (its exit status is unknown to an agent that is not its
+/// parent, and the unknown was read as an exit status), and never ran
+/// again. Killed, it is requeued and runs again.
+#[test]
+fn an_adopted_task_that_is_killed_runs_again() {
+    let Some(node) = Node::new("adopted-kill", 256 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let start = Instant::now();
+    let now = || Time::from_duration(start.elapsed());
+    let first_pid = {
+        let mut first = agent_on(&node, &db, KILL);
+        first.tick(now()).expect("tick");
+        let task = request("be-adopted", Class::BestEffort, &["anon", "4M", "600"]);
+        first.submit(now(), task).expect("admitted");
+        run_for(&mut first, start, Duration::from_secs(20), |a| {
+            !events_of(a, "started", "be-adopted").is_empty()
+        });
+        let started = events_of(&first, "started", "be-adopted");
+        u32::try_from(started[0].1["pid"].as_u64().expect("pid")).expect("a pid")
+        // Dropped without a word, as by kill -9: its task runs on.
+    };
+    let mut second = agent_on(&node, &db, KILL);
+    run_for(&mut second, start, Duration::from_secs(20), |a| {
+        !events_of(a, "adopted-task", "be-adopted").is_empty()
+    });
+    let order = PreemptRequest { name: "be-adopted".into(), how: "kill".into() };
+    let killed = second.preempt_by_name(now(), &order).expect("a best-effort task");
+    assert_eq!(killed["preempted"], true, "{killed}");
+    // Its process is this test's child (the first agent ran in it): reaped
+    // here, as init reaps a dead agent's.
+    run_for(&mut second, start, Duration::from_secs(30), |a| {
+        reap(first_pid);
+        !events_of(a, "started", "be-adopted").is_empty()
+    });
+    assert_eq!(events_of(&second, "requeued", "be-adopted").len(), 1);
+    assert!(events_of(&second, "kill-too-late", "be-adopted").is_empty());
+    assert_eq!(events_of(&second, "started", "be-adopted").len(), 1, "it runs again");
+}

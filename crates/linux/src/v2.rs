@@ -319,12 +319,22 @@ impl ContainerControl for V2Cgroups {
         }
         let weight = dir.join("cpu.weight");
         if !weight.exists() {
-            // Delegated now if the parent has the controller to give.
-            if let Some(parent) = container.parent().map(|p| self.dir(&p)) {
-                let has = fsio::read_optional(&parent.join("cgroup.controllers"))?;
-                if matches!(&has, Outcome::Done(Some(c)) if c.split_whitespace().any(|c| c == "cpu"))
-                {
-                    let _ = fsio::write(&parent.join("cgroup.subtree_control"), "+cpu");
+            // Delegated now, from the top down, by every ancestor that has
+            // the controller to give (as `create` delegates memory).
+            let mut ancestors = Vec::new();
+            let mut at = container.parent();
+            while let Some(p) = at {
+                at = p.parent();
+                ancestors.push(p);
+            }
+            for ancestor in ancestors.iter().rev().map(|a| self.dir(a)) {
+                let has = |file: &str| {
+                    fsio::read_optional(&ancestor.join(file)).is_ok_and(|o| {
+                        matches!(o, Outcome::Done(Some(t)) if t.split_whitespace().any(|c| c == "cpu"))
+                    })
+                };
+                if has("cgroup.controllers") && !has("cgroup.subtree_control") {
+                    let _ = fsio::write(&ancestor.join("cgroup.subtree_control"), "+cpu");
                 }
             }
         }

@@ -124,7 +124,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                         }
                         self.policy.departed(id);
                         if let Some(m) = self.tasks.by_id.get_mut(&id) {
-                            m.killed = true;
+                            // A kill that found no one killed nothing: the
+                            // task ended by itself (told at its reaping).
+                            m.killed = report.signalled != Some(0);
                             // The work a restart from scratch must do again.
                             let ran = m.started_at.map_or(Duration::ZERO, |s| now.since(s));
                             lost_s = Some((m.progress_before + ran).as_secs_f64());
