@@ -205,7 +205,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             durable.restoring = start.tasks;
             profiles = start.profiles;
             durable.store = start.store;
-            durable.marks = Some(crate::starts::StartMarks::beside(path));
+            // Marks only where the store is kept: without it nothing outlives
+            // the agent, and a read-only place would fail every start.
+            durable.marks = durable.store.as_ref().map(|_| crate::starts::StartMarks::beside(path));
             for notice in start.notices {
                 let (kind, detail) = (notice.kind(), notice.detail());
                 let _ = log.record(Event { seq: 0, at: 0.0, kind, container: None, detail });
