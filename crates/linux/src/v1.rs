@@ -165,20 +165,7 @@ impl ContainerCgroups for V1Cgroups {
                 done_or_return!(fsio::write(&file, &limit.v1_text())?);
             }
             for mirror in self.mirrors(container) {
-                // The freezer and cpu hierarchies mirror the memory one;
-                // the container's ancestors may exist only in the latter.
-                if let Some(parent) = mirror.parent().filter(|p| !p.is_dir()) {
-                    std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
-                        op: "mkdir",
-                        path: parent.to_path_buf(),
-                        source,
-                    })?;
-                }
-                match fsio::mkdir(&mirror) {
-                    // Left over from an earlier run: adopt it.
-                    Ok(_) | Err(CgroupError::Exists { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                make_mirror(&mirror)?;
             }
             Ok(Outcome::Done(()))
         })();
@@ -253,6 +240,23 @@ impl ContainerCgroups for V1Cgroups {
             self.cpu_dir(container).filter(|d| d.is_dir()).map(|d| d.join(CgroupProcs::FILE)),
         );
         files
+    }
+}
+
+/// Makes a container's directory in a hierarchy that mirrors the memory
+/// one (freezer, cpu), with the ancestors that exist only in the latter;
+/// one left over from an earlier run is adopted.
+fn make_mirror(dir: &Path) -> Result<(), CgroupError> {
+    if let Some(parent) = dir.parent().filter(|p| !p.is_dir()) {
+        std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
+            op: "mkdir",
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    match fsio::mkdir(dir) {
+        Ok(_) | Err(CgroupError::Exists { .. }) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -360,17 +364,7 @@ impl ContainerControl for V1Cgroups {
             // Made by someone else without a cpu mirror: made now, and its
             // members moved in (a process forked meanwhile stays where it
             // was; the next call moves it).
-            if let Some(parent) = dir.parent().filter(|p| !p.is_dir()) {
-                std::fs::create_dir_all(parent).map_err(|source| CgroupError::Io {
-                    op: "mkdir",
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
-            }
-            match fsio::mkdir(&dir) {
-                Ok(_) | Err(CgroupError::Exists { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            make_mirror(&dir)?;
         }
         let members = done_or_return!(fsio::read_procs_tree(&memory)?);
         let procs = dir.join(CgroupProcs::FILE);
