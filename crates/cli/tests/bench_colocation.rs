@@ -83,12 +83,7 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
         svg.contains("<svg") && svg.contains("overbook-adaptive"),
         "the plot names every policy"
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("scratch")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p != &json && p != &plot)
-        .collect();
+    let left = common::left_in(dir.path(), &[&json, &plot]);
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
 }
 

@@ -66,12 +66,7 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
     assert!(std::fs::read_to_string(&plot).expect("plot").contains("<svg"));
     // Nothing left: the scratch directory holds only the report and plot,
     // no node cgroup is left, the run's swap file is off.
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("scratch")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p != &json && p != &plot)
-        .collect();
+    let left = common::left_in(dir.path(), &[&json, &plot]);
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
     assert_eq!(std::fs::read_to_string("/proc/swaps").expect("/proc/swaps"), swaps_before);
     let probe = overbook_linux::HostSupport::probe();

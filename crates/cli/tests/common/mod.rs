@@ -42,3 +42,15 @@ pub fn run_bench<S: AsRef<std::ffi::OsStr>>(
     let text = std::fs::read_to_string(json).expect("JSON written");
     (stdout, serde_json::from_str(&text).expect("valid JSON"))
 }
+
+/// What a benchmark left in `dir` besides `kept` (its report and plot):
+/// everything else it made must be removed.
+#[allow(dead_code)] // not every test target runs a benchmark
+pub fn left_in(dir: &std::path::Path, kept: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("scratch")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !kept.contains(&p.as_path()))
+        .collect()
+}
