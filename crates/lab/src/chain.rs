@@ -61,7 +61,10 @@ impl Chain {
         self.compute(|_| Ok(()))
     }
 
-    /// Waits until the gate (if any) lets step `step` run.
+    /// Waits until the gate (if any) lets step `step` run. Whoever opens the
+    /// gate writes a number of one fixed width: a task checkpointed while it
+    /// reads the gate has it open in its image, and CRIU restores an open
+    /// file only if its size has not changed.
     fn wait_at_gate(&self, step: u32) {
         let Some(gate) = &self.gate else { return };
         let allowed = || {
