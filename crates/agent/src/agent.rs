@@ -110,8 +110,9 @@ pub struct Agent<C> {
     task_log_dir: PathBuf,
     /// When every container is read and the policy consulted (the core's rule).
     cadence: Cadence,
-    /// The reclaimer's headroom, if one is configured: a calm node nearing
-    /// it is read in full, so the reclaimer acts before the kernel must.
+    /// The free share the policy keeps (the reclaimer's headroom, the
+    /// detector's floor), if any: a calm node nearing it is read in full,
+    /// so the policy acts before the kernel must.
     reclaim_headroom: Option<f64>,
     /// The node's counters at the last tick, and when every container was
     /// last read.
@@ -243,7 +244,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 sample_period: config.sample_period,
                 calm_period: config.calm_period,
             },
-            reclaim_headroom: config.policy.reclaimer.headroom(),
+            reclaim_headroom: {
+                let floor = config.policy.detector.floor();
+                let reclaim = config.policy.reclaimer.headroom();
+                reclaim.map(|h| h.max(floor)).or((floor > 0.0).then_some(floor))
+            },
             last_pressure: None,
             last_light: None,
             told_skipped: Default::default(),

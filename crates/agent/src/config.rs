@@ -6,6 +6,10 @@
 use crate::checkpoint::CheckpointConfig;
 use crate::classes::{ClassRule, ClassRules};
 use overbook_core::config::{ConfigError, PolicyConfig};
+use overbook_core::detect::DetectorConfig;
+use overbook_core::preempt::PreemptorConfig;
+use overbook_core::rank::RankerConfig;
+use overbook_core::reclaim::ReclaimerConfig;
 use overbook_core::Class;
 use overbook_linux::{ContainerPath, CpuShare};
 use serde::Deserialize;
@@ -112,7 +116,7 @@ impl Default for AgentConfig {
             state_db: Some(PathBuf::from("/var/lib/overbook/state.db")),
             protect_critical: true,
             classes: ClassRules::default(),
-            policy: PolicyConfig::default(),
+            policy: PolicyConfig::production_first(),
             checkpoint: CheckpointConfig::default(),
             cpu: CpuShares::default(),
         }
@@ -131,11 +135,56 @@ struct RawConfig {
     #[serde(default)]
     default_class: Option<String>,
     #[serde(default)]
-    policy: PolicyConfig,
+    policy: RawPolicy,
     #[serde(default)]
     checkpoint: RawCheckpoint,
     #[serde(default)]
     cpu: RawCpu,
+}
+
+/// `[policy]` as written: a stage left out is the agent's default
+/// ([`PolicyConfig::production_first`]), not the papers' (the simulator's
+/// base); launcher keys left out keep the agent's defaults too.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    detector: Option<DetectorConfig>,
+    ranker: Option<RankerConfig>,
+    preemptor: Option<PreemptorConfig>,
+    launcher: Option<toml::Table>,
+    reclaimer: Option<ReclaimerConfig>,
+}
+
+impl RawPolicy {
+    fn check(self) -> Result<PolicyConfig, ConfigError> {
+        let d = PolicyConfig::production_first();
+        let launcher = match self.launcher {
+            None => d.launcher,
+            Some(keys) => {
+                let mut table = toml::Table::try_from(&d.launcher)
+                    .map_err(|e| ConfigError::new("policy.launcher", e.to_string()))?;
+                table.extend(keys);
+                serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                    let path = e.path().to_string();
+                    let key = if path == "." {
+                        "policy.launcher".to_string()
+                    } else {
+                        format!("policy.launcher.{path}")
+                    };
+                    ConfigError::new(key, e.into_inner().message().trim())
+                })?
+            }
+        };
+        let policy = PolicyConfig {
+            detector: self.detector.unwrap_or(d.detector),
+            ranker: self.ranker.unwrap_or(d.ranker),
+            preemptor: self.preemptor.unwrap_or(d.preemptor),
+            launcher,
+            reclaimer: self.reclaimer.unwrap_or(d.reclaimer),
+        };
+        policy.validate().map_err(|e| e.under("policy"))?;
+        Ok(policy)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -421,7 +470,7 @@ impl RawConfig {
             }
             rules.push(rule);
         }
-        self.policy.validate().map_err(|e| e.under("policy"))?;
+        let policy = self.policy.check()?;
         let checkpoint = self.checkpoint.check()?;
         let d = CpuShares::default();
         let cpu = CpuShares {
@@ -455,7 +504,7 @@ impl RawConfig {
             },
             protect_critical: self.agent.protect_critical.unwrap_or(defaults.protect_critical),
             classes: ClassRules::new(rules, default_class),
-            policy: self.policy,
+            policy,
             checkpoint,
             cpu,
         })
@@ -752,5 +801,47 @@ mod tests {
         assert!(e.contains("cpu.production") && e.contains("\"idle\""), "{e}");
         let e = err("[cpu]\nbatch = 1\n");
         assert!(e.contains("batch"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod documented {
+    use super::*;
+
+    /// The example of docs/agent.md, as written.
+    fn documented_example() -> &'static str {
+        let doc = include_str!("../../../docs/agent.md");
+        let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let len = doc[start..].find("```").expect("its end");
+        &doc[start..start + len]
+    }
+
+    #[test]
+    fn the_documented_example_is_valid_and_shows_the_default_policy() {
+        let cfg = AgentConfig::parse(documented_example(), "docs/agent.md")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.policy, PolicyConfig::production_first());
+        assert_eq!(AgentConfig::default().policy, PolicyConfig::production_first());
+    }
+
+    #[test]
+    fn a_stage_or_launcher_key_left_out_keeps_the_agent_s_default() {
+        let cfg = AgentConfig::parse("[policy.launcher]\nqueue_limit = 4\n", "t").expect("valid");
+        let d = PolicyConfig::production_first();
+        assert_eq!(cfg.policy.launcher.queue_limit, 4);
+        assert!(cfg.policy.launcher.charge_until_peak && !cfg.policy.launcher.delay_after_kill);
+        assert_eq!(cfg.policy.detector, d.detector);
+        let cfg = AgentConfig::parse("[policy.preemptor]\nkind = \"kill\"\n", "t").expect("valid");
+        assert_eq!(cfg.policy.detector, d.detector, "the other stages stay");
+        assert_eq!(cfg.policy.preemptor.name(), "kill");
+        for (text, key) in [
+            ("[policy.launcher]\nqueue_limt = 4\n", "queue_limt"),
+            ("[policy.launcher]\nheadroom = \"lots\"\n", "policy.launcher.headroom"),
+            ("[policy.launcher]\nheadroom = 0.9\n", "policy.launcher.headroom"),
+            ("[policy.detector]\nkind = \"production-first\"\nfloor = 2\n", "floor"),
+        ] {
+            let e = AgentConfig::parse(text, "t").expect_err(text).to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 }

@@ -93,11 +93,11 @@ pub struct PreemptionArgs {
 #[derive(Debug, clap::Args)]
 pub struct ColocationArgs {
     /// Policies, comma-separated (isolated is the reference; static the
-    /// best-effort baseline).
+    /// best-effort baseline; overbook the production-first policy).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "isolated,static,kernel,earlyoom,threshold,overbook-kill,overbook-adaptive"
+        default_value = "isolated,static,kernel,earlyoom,threshold,overbook-kill,overbook-adaptive,overbook"
     )]
     policies: Vec<String>,
     /// Seconds each scene runs (30..3600).
@@ -744,6 +744,8 @@ fn checkpoint(args: CheckpointArgs) -> Result<()> {
 
 fn colocation(args: ColocationArgs) -> Result<()> {
     use overbook_lab::bench::colocation::{self, ColocationPlan, ColocationReport, POLICIES};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
     if let Some(plot) = &args.plot {
         if !plot.extension().is_some_and(|e| e == "svg" || e == "png") {
             anyhow::bail!("--plot {}: give a .svg or .png file", plot.display());
@@ -813,7 +815,14 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         warmup: !args.no_warmup,
         native,
         events: args.events,
+        stop: Arc::new(AtomicBool::new(false)),
     };
+    // Ctrl-C or a SIGTERM ends the scene under way cleanly: its services,
+    // jobs, node cgroup and swap file go with it.
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&plan.stop))
+            .context("installing signal handlers")?;
+    }
     if let Some(dir) = &plan.events {
         std::fs::create_dir_all(dir).with_context(|| format!("--events {}", dir.display()))?;
     }

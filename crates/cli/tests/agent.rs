@@ -95,7 +95,8 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let code = agent.wait().expect("wait");
-    for hierarchy in ["memory", "freezer"] {
+    // The agent mirrors its node in every v1 hierarchy it uses.
+    for hierarchy in ["memory", "freezer", "cpu"] {
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{root}"));
     }
     let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));
@@ -182,7 +183,8 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     assert!(!std::path::Path::new(socket).exists(), "socket removed");
     let log = std::fs::read_to_string(dir.path().join("events.jsonl")).expect("event log");
     assert!(log.lines().any(|l| l.contains("\"started\"")), "{log}");
-    for hierarchy in ["memory", "freezer"] {
+    // The agent mirrors its node in every v1 hierarchy it uses.
+    for hierarchy in ["memory", "freezer", "cpu"] {
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{root}"));
     }
     let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));

@@ -47,6 +47,7 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
             "earlyoom",
             "isolated",
             "kernel",
+            "overbook",
             "overbook-adaptive",
             "overbook-kill",
             "static",
@@ -74,7 +75,7 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
     let fixed = scene("static");
     assert_eq!(fixed["batch"]["kills"], 0, "static admits only what fits: {fixed}");
     let summary = r["summary"].as_array().expect("summary");
-    assert_eq!(summary.len(), 7);
+    assert_eq!(summary.len(), 8);
     // One repeat: each interval is its one ratio.
     let isolated = summary.iter().find(|s| s["policy"] == "isolated").expect("isolated");
     assert_eq!(isolated["redis_p99_ci"], serde_json::json!([1.0, 1.0]), "{isolated}");

@@ -9,8 +9,8 @@
 
 mod common;
 
-const POLICIES: [&str; 6] =
-    ["isolated", "static", "kernel", "threshold", "overbook-kill", "overbook-adaptive"];
+const POLICIES: [&str; 7] =
+    ["isolated", "static", "kernel", "threshold", "overbook-kill", "overbook-adaptive", "overbook"];
 
 #[test]
 fn every_native_policy_runs_and_leaves_nothing_behind() {
@@ -69,13 +69,66 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
     let left = common::left_in(dir.path(), &[&json, &plot]);
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
     assert_eq!(std::fs::read_to_string("/proc/swaps").expect("/proc/swaps"), swaps_before);
+    let nodes = node_cgroups();
+    assert!(nodes.is_empty(), "node cgroups left: {nodes:?}");
+}
+
+/// Node cgroups of `overbook bench colocation` in the memory hierarchy.
+fn node_cgroups() -> Vec<std::path::PathBuf> {
     let probe = overbook_linux::HostSupport::probe();
     let mount = probe.memory.expect("a memory controller").mount;
-    let nodes: Vec<_> = std::fs::read_dir(mount)
+    std::fs::read_dir(mount)
         .expect("the hierarchy")
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("overbook-colocation-"))
         .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn an_interrupted_run_removes_what_its_scene_made() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    if !common::may_run_on_a_real_node("bench colocation --native") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let scratch = dir.path().display().to_string();
+    let swaps_before = std::fs::read_to_string("/proc/swaps").expect("/proc/swaps");
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["bench", "colocation", "--native", "--capacity", "1GiB", "--swap", "512MiB"])
+        .args(["--seconds", "30", "--repeats", "1", "--no-warmup", "--scratch", &scratch])
+        .args(["--policies", "isolated,overbook"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    // Interrupted mid-scene: once the cache fill began, the services,
+    // their drivers and (under overbook) the jobs all run.
+    let mut lines = BufReader::new(bench.stderr.take().expect("piped")).lines();
+    let said: Vec<String> = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .take_while(|l| !l.contains("cache fill at"))
         .collect();
-    assert!(nodes.is_empty(), "node cgroups left: {nodes:?}");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(bench.id()).expect("pid fits"))
+        .expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = bench.wait().expect("waits");
+    assert!(!status.success(), "{said:?} {rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "says why: {rest:?}");
+    let left = common::left_in(dir.path(), &[]);
+    assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
+    assert_eq!(std::fs::read_to_string("/proc/swaps").expect("/proc/swaps"), swaps_before);
+    assert!(node_cgroups().is_empty(), "node cgroups left: {:?}", node_cgroups());
+    let scratch_procs = std::process::Command::new("pgrep")
+        .args(["-f", &scratch])
+        .output()
+        .expect("pgrep runs");
+    assert!(
+        scratch_procs.stdout.is_empty(),
+        "processes of the run left: {}",
+        String::from_utf8_lossy(&scratch_procs.stdout)
+    );
 }

@@ -47,6 +47,26 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
+    /// overbook's own policy, `overbook agent`'s default: production first.
+    /// 000's detector with production's own thrashing acted on in 0.3 s and
+    /// 5% of memory kept for it, 004's adaptive choice unless production
+    /// would wait for the dump, and a launcher that charges tasks their
+    /// profiled peaks until they reach them and holds while anyone
+    /// thrashes. The simulator's `overbook` variants run the same.
+    pub fn production_first() -> PolicyConfig {
+        PolicyConfig {
+            detector: DetectorConfig::production_first(),
+            preemptor: PreemptorConfig::production_first(),
+            launcher: LaunchConfig {
+                charge_until_peak: true,
+                hold_while_thrashing: true,
+                delay_after_kill: false,
+                ..LaunchConfig::default()
+            },
+            ..PolicyConfig::default()
+        }
+    }
+
     /// Every key checked; the first problem found is returned with its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.detector.validate().map_err(|e| e.under("detector"))?;
@@ -67,6 +87,11 @@ mod tests {
         ("detector", "static", &[]),
         ("detector", "threshold", &["fraction"]),
         ("detector", "constraint-thrashing", &["tolerance", "min_rate"]),
+        (
+            "detector",
+            "production-first",
+            &["tolerance", "production_tolerance", "min_rate", "floor"],
+        ),
         ("detector", "fault-rate", &["threshold", "duration", "rss_growth"]),
         ("ranker", "memory-per-runtime", &[]),
         ("ranker", "score", &[]),
@@ -77,6 +102,7 @@ mod tests {
         ("preemptor", "suspend-and-swap-out", &[]),
         ("preemptor", "checkpoint", &["incremental"]),
         ("preemptor", "adaptive", &["incremental"]),
+        ("preemptor", "production-first", &["incremental", "production_wait"]),
         ("reclaimer", "none", &[]),
         ("reclaimer", "recency", &["headroom", "interval", "growth"]),
         ("reclaimer", "weighted", &["headroom", "interval"]),
@@ -144,5 +170,33 @@ mod tests {
         assert_eq!(cfg.ranker.name(), "memory-per-runtime");
         assert_eq!(cfg.preemptor.name(), "kill");
         assert_eq!(cfg.validate(), Ok(()));
+    }
+}
+
+#[cfg(test)]
+mod production_first_tests {
+    use super::*;
+
+    /// The `overbook` variant of a shipped scenario: its `policy` keys.
+    fn variant_policy(scenario: &str) -> PolicyConfig {
+        let doc: toml::Table = toml::from_str(scenario).expect("scenario parses");
+        let variants = doc["variants"].as_array().expect("variants");
+        let overbook = variants
+            .iter()
+            .find(|v| v["name"].as_str() == Some("overbook"))
+            .expect("an overbook variant");
+        overbook["policy"].clone().try_into().expect("a policy")
+    }
+
+    #[test]
+    fn the_simulator_s_overbook_is_the_agent_s_default_policy() {
+        let preset = PolicyConfig::production_first();
+        assert_eq!(preset.validate(), Ok(()));
+        for (name, text) in [
+            ("default", include_str!("../../../scenarios/default.toml")),
+            ("charon-loads", include_str!("../../../scenarios/charon-loads.toml")),
+        ] {
+            assert_eq!(variant_policy(text), preset, "scenarios/{name}.toml");
+        }
     }
 }

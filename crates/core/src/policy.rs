@@ -4,7 +4,7 @@
 use crate::action::{Action, Evidence, Preemption};
 use crate::config::{ConfigError, PolicyConfig};
 use crate::detect::{Detector, Verdict};
-use crate::launch::{Admission, Launcher, TaskRequest};
+use crate::launch::{Admission, LaunchConfig, Launcher, TaskRequest};
 use crate::model::{Bytes, ContainerId, ContainerStats, JobId, NodeStats, Observation};
 use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
 use crate::protect::CriticalGuard;
@@ -46,7 +46,12 @@ impl NodePolicy {
             ranker: cfg.ranker.build(),
             preemptor: cfg.preemptor.build(),
             reclaimer: cfg.reclaimer.build(),
-            launcher: Launcher::new(cfg.launcher.clone()),
+            launcher: Launcher::new(LaunchConfig {
+                // What the detector keeps free, launches must not fill: the
+                // task launched into it would be the next victim.
+                headroom: cfg.launcher.headroom.max(cfg.detector.floor()),
+                ..cfg.launcher.clone()
+            }),
             facilities,
             quiet_until: Time::ZERO,
             window: cfg.detector.window(),
@@ -92,6 +97,7 @@ impl NodePolicy {
             dump_backlog: Duration::ZERO,
             can_checkpoint: self.facilities.can_checkpoint,
             can_incremental: self.facilities.can_incremental,
+            production_waiting: false,
         };
         self.preemptor.choose(victim, &ctx)
     }
@@ -155,6 +161,7 @@ impl NodePolicy {
                             dump_backlog,
                             can_checkpoint: self.facilities.can_checkpoint,
                             can_incremental: self.facilities.can_incremental,
+                            production_waiting: trigger.protected_stalled,
                         };
                         let how = self.preemptor.choose(stats, &ctx);
                         out.push(Action::Preempt {
@@ -273,5 +280,72 @@ mod tests {
         assert!((3.0..=3.2).contains(&held), "{held}");
         // Nothing climbs: the hold changes nothing.
         assert_eq!(launch_time(true, -1.0), Some(0.5));
+    }
+}
+
+#[cfg(test)]
+mod production_first_tests {
+    use super::*;
+    use crate::detect::DetectorConfig;
+    use crate::model::Class;
+    use crate::preempt::PreemptorConfig;
+
+    const GB: Bytes = 1 << 30;
+
+    /// The first preemption a production-first node decides when the
+    /// container of class `stalling` thrashes, its refaults climbing every
+    /// 100 ms, next to a best-effort victim of 1 GiB that has run an hour
+    /// (a checkpoint costs it 2 s of 3600: 004's Algorithm 1 checkpoints).
+    fn first_preemption(stalling: Class) -> Option<(f64, Preemption)> {
+        let cfg = PolicyConfig {
+            detector: DetectorConfig::ProductionFirst {
+                tolerance: 3.0,
+                production_tolerance: 0.3,
+                min_rate: 1.0,
+                floor: 0.0,
+            },
+            preemptor: PreemptorConfig::ProductionFirst { incremental: true, production_wait: 0.5 },
+            ..PolicyConfig::default()
+        };
+        let store = StoreBandwidth { write: GB as f64, read: GB as f64, net: GB as f64 };
+        let facilities = NodeFacilities { store, can_checkpoint: true, can_incremental: true };
+        let mut p = NodePolicy::new(&cfg, facilities).expect("valid");
+        let mut thrashing = ContainerStats::new(ContainerId(1), JobId(1), stalling, Time::ZERO);
+        let mut victim =
+            ContainerStats::new(ContainerId(2), JobId(2), Class::BestEffort, Time::ZERO);
+        victim.usage = GB;
+        victim.progress = Duration::from_secs(3600);
+        let node = NodeStats { capacity: 4 * GB, ..NodeStats::default() };
+        for tick in 0..60u32 {
+            thrashing.faults.refault_anon += 100;
+            let t = f64::from(tick) / 10.0;
+            let containers = [thrashing.clone(), victim.clone()];
+            let obs = Observation { now: Time::from_secs_f64(t), node, containers: &containers };
+            let mut out = Vec::new();
+            p.step(&obs, Duration::ZERO, &mut out);
+            for a in out {
+                if let Action::Preempt { id, how, evidence } = a {
+                    assert_eq!(id, ContainerId(2), "only best-effort pays");
+                    assert_eq!(evidence.detector, "production-first");
+                    return Some((t, how));
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn production_s_stall_is_met_within_its_tolerance_by_a_kill_it_need_not_wait_for() {
+        // Production stalls: acted on after 0.3 s, and the victim, whose
+        // 1 GiB dump would keep production waiting 1 s, is killed.
+        for class in [Class::Production, Class::Critical] {
+            let (t, how) = first_preemption(class).expect("preempts");
+            assert!((t - 0.3).abs() < 1e-9, "{class}: {t}");
+            assert_eq!(how, Preemption::Kill, "{class}");
+        }
+        // Best-effort thrashing alone: 000's 3 s, then 004's checkpoint.
+        let (t, how) = first_preemption(Class::BestEffort).expect("preempts");
+        assert!((t - 3.0).abs() < 1e-9, "{t}");
+        assert_eq!(how, Preemption::Checkpoint { incremental: false });
     }
 }

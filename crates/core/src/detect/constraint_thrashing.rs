@@ -24,6 +24,12 @@
 //! working set back into free memory refaults for as long as that takes
 //! (seconds on a slow swap device), and that is recovery, not thrashing.
 //!
+//! The production-first variant ([`ConstraintThrashing::production_first`])
+//! keeps this tolerance for best-effort containers alone, where waiting pays
+//! (a brief burst settles by itself and a kill loses work), and gives
+//! production and critical containers a short one of their own: their stall
+//! is the harm overbook exists to prevent, and it is not repaid by waiting.
+//!
 //! Per-cgroup PSI (`stall`) is not used: memory stall time also grows during
 //! plain reclaim that refaults nothing, so counting it would fire earlier than
 //! 000 on pressure that is not thrashing, and thrashing itself already shows
@@ -31,7 +37,7 @@
 
 use super::samples::{Sample, Samples, Step};
 use super::{Detector, Trigger, Verdict};
-use crate::model::{ContainerId, Observation};
+use crate::model::{Class, ContainerId, Observation};
 use crate::time::Time;
 use std::fmt::Write;
 use std::time::Duration;
@@ -64,6 +70,7 @@ struct Runs {
 #[derive(Clone, Copy, Debug)]
 struct Hit {
     id: ContainerId,
+    class: Class,
     lasted: Duration,
     major_rate: Option<f64>,
     refault_rate: Option<f64>,
@@ -71,7 +78,11 @@ struct Hit {
 
 #[derive(Debug)]
 pub(super) struct ConstraintThrashing {
+    name: &'static str,
     tolerance: Duration,
+    /// Production's and critical containers' own tolerance, where it is
+    /// shorter than best-effort's (the production-first variant).
+    protected_tolerance: Duration,
     min_rate: f64,
     samples: Samples<Runs>,
     /// The node's `reclaims` at the last observation.
@@ -83,11 +94,29 @@ pub(super) struct ConstraintThrashing {
 impl ConstraintThrashing {
     pub fn new(tolerance: Duration, min_rate: f64) -> ConstraintThrashing {
         ConstraintThrashing {
+            name: "constraint-thrashing",
             tolerance,
+            protected_tolerance: tolerance,
             min_rate,
             samples: Samples::new(),
             last_reclaims: None,
             hits: Vec::new(),
+        }
+    }
+
+    /// 000's detector with production and critical containers acted on
+    /// once their own thrashing has lasted `protected` (best-effort
+    /// containers keep `tolerance`).
+    pub fn production_first(
+        tolerance: Duration,
+        protected: Duration,
+        min_rate: f64,
+    ) -> ConstraintThrashing {
+        let protected_tolerance = protected.min(tolerance);
+        ConstraintThrashing {
+            name: "production-first",
+            protected_tolerance,
+            ..ConstraintThrashing::new(tolerance, min_rate)
         }
     }
 }
@@ -104,7 +133,7 @@ fn extend(run: &mut Option<Run>, now: Time, step: &Step, delta: u64, before: u64
 
 impl Detector for ConstraintThrashing {
     fn name(&self) -> &'static str {
-        "constraint-thrashing"
+        self.name
     }
 
     fn observe(&mut self, obs: &Observation<'_>) -> Verdict {
@@ -127,8 +156,15 @@ impl Detector for ConstraintThrashing {
                 extend(&mut runs.major, now, &step, major, step.before.major_faults, rate);
                 extend(&mut runs.refault, now, &step, refault, step.before.refaults(), rate);
             }
-            let mut hit =
-                Hit { id: c.id, lasted: Duration::ZERO, major_rate: None, refault_rate: None };
+            let protected = !c.class.is_preemptible();
+            let tolerance = if protected { self.protected_tolerance } else { self.tolerance };
+            let mut hit = Hit {
+                id: c.id,
+                class: c.class,
+                lasted: Duration::ZERO,
+                major_rate: None,
+                refault_rate: None,
+            };
             let signals = [
                 (runs.major, c.faults.major_faults, &mut hit.major_rate),
                 (runs.refault, c.faults.refaults(), &mut hit.refault_rate),
@@ -138,15 +174,14 @@ impl Detector for ConstraintThrashing {
                 let Some(run) = run else { continue };
                 // How long it has risen: a pause does not count.
                 let length = run.rose - run.since;
-                if length >= self.tolerance {
+                if length >= tolerance {
                     lasted = lasted.max(length);
                     let secs = length.as_secs_f64().max(f64::MIN_POSITIVE);
                     *rate = Some(count.saturating_sub(run.base) as f64 / secs);
                 } else {
                     // Rising: decided when the window is full; paused:
                     // when the pause would end it.
-                    let at =
-                        if run.rose == now { run.since + self.tolerance } else { run.rose + PAUSE };
+                    let at = if run.rose == now { run.since + tolerance } else { run.rose + PAUSE };
                     decide_at = Some(decide_at.map_or(at, |d| d.min(at)));
                 }
             }
@@ -166,6 +201,7 @@ impl Detector for ConstraintThrashing {
         Verdict::Fire(Trigger {
             suspects: self.hits.iter().map(|h| h.id).collect(),
             victim_among_suspects: false,
+            protected_stalled: self.hits.iter().any(|h| !h.class.is_preemptible()),
             lasted: self.hits.iter().map(|h| h.lasted).max().unwrap_or_default(),
             reason: describe(&self.hits),
         })
@@ -184,7 +220,8 @@ fn describe(hits: &[Hit]) -> String {
     let mut out = String::new();
     for (i, h) in hits.iter().enumerate() {
         let sep = if i == 0 { "" } else { "; " };
-        let _ = write!(out, "{sep}{} thrashing for {:.1}s:", h.id, h.lasted.as_secs_f64());
+        let (id, class, lasted) = (h.id, h.class, h.lasted.as_secs_f64());
+        let _ = write!(out, "{sep}{id} ({class}) thrashing for {lasted:.1}s:");
         if let Some(r) = h.major_rate {
             let _ = write!(out, " major faults {r:.0}/s");
         }
@@ -252,6 +289,39 @@ mod tests {
         let (t, lasted) = fired.expect("fires under pressure");
         assert_eq!(t, 13.0);
         assert_eq!(lasted, TOL);
+    }
+
+    /// When (seconds) the detector first fires on a container of `class`
+    /// whose refaults climb every 100 ms, and what it says.
+    fn first_fire(d: &mut ConstraintThrashing, class: Class) -> Option<(f64, Trigger)> {
+        (0..=60u32).find_map(|i| {
+            let t = f64::from(i) / 10.0;
+            match at(d, t, &[container(1, class, 0, 100 * u64::from(i))]) {
+                Verdict::Fire(trigger) => Some((t, trigger)),
+                _ => None,
+            }
+        })
+    }
+
+    #[test]
+    fn production_first_acts_on_production_at_once_and_tolerates_best_effort() {
+        let quick = Duration::from_millis(300);
+        for class in [Class::Production, Class::Critical] {
+            let mut d = ConstraintThrashing::production_first(TOL, quick, 1.0);
+            let (t, trigger) = first_fire(&mut d, class).expect("fires");
+            assert!((t - 0.3).abs() < 1e-9, "{class}: {t}");
+            assert!(trigger.protected_stalled, "{class}");
+            assert!(trigger.reason.contains(class.as_str()), "{}", trigger.reason);
+            assert_eq!(d.name(), "production-first");
+        }
+        let mut d = ConstraintThrashing::production_first(TOL, quick, 1.0);
+        let (t, trigger) = first_fire(&mut d, Class::BestEffort).expect("fires");
+        assert!((t - 3.0).abs() < 1e-9, "best-effort keeps 000's tolerance: {t}");
+        assert!(!trigger.protected_stalled);
+        // 000's detector is unchanged: production waits the whole window.
+        let (t, trigger) = first_fire(&mut detector(), Class::Production).expect("fires");
+        assert!((t - 3.0).abs() < 1e-9, "{t}");
+        assert!(trigger.protected_stalled, "it says who stalled all the same");
     }
 
     #[test]

@@ -102,6 +102,7 @@ impl Detector for FaultRate {
             return Verdict::Fire(Trigger {
                 suspects,
                 victim_among_suspects: true,
+                protected_stalled: false,
                 lasted,
                 reason,
             });

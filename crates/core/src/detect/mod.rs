@@ -6,6 +6,7 @@
 
 mod constraint_thrashing;
 mod fault_rate;
+mod production_first;
 mod samples;
 mod r#static;
 mod threshold;
@@ -38,6 +39,9 @@ pub struct Trigger {
     /// faults climb is the one suspended) or any best-effort container on the
     /// node (000: whoever thrashes, a best-effort container pays).
     pub victim_among_suspects: bool,
+    /// Whether a production or critical container's own thrashing fired:
+    /// production is waiting now, so a preemption must free memory fast.
+    pub protected_stalled: bool,
     /// How long the condition had lasted.
     pub lasted: Duration,
     /// The evidence in words, for the event log.
@@ -87,6 +91,23 @@ pub enum DetectorConfig {
         #[serde(default = "default_min_rate")]
         min_rate: f64,
     },
+    /// overbook's production-first detector: 000's, with production and
+    /// critical containers acted on once their own thrashing has lasted
+    /// `production_tolerance` seconds; best-effort thrashing among
+    /// themselves keeps `tolerance`.
+    ProductionFirst {
+        #[serde(default = "default_tolerance")]
+        tolerance: f64,
+        #[serde(default = "default_production_tolerance")]
+        production_tolerance: f64,
+        #[serde(default = "default_min_rate")]
+        min_rate: f64,
+        /// Available memory kept free for production, a fraction of the
+        /// node's capacity: below it a best-effort container pays before
+        /// anyone thrashes. 0: no floor.
+        #[serde(default = "default_floor")]
+        floor: f64,
+    },
     /// 002: a best-effort container's fault rate (major faults + refaults)
     /// stays above `threshold` per second for `duration` seconds while its
     /// resident set does not grow. Defaults are 002's prototype (§3.3):
@@ -107,6 +128,12 @@ fn default_threshold_fraction() -> f64 {
 }
 fn default_tolerance() -> f64 {
     3.0
+}
+fn default_production_tolerance() -> f64 {
+    0.3
+}
+fn default_floor() -> f64 {
+    0.05
 }
 fn default_min_rate() -> f64 {
     1.0
@@ -131,11 +158,22 @@ impl Default for DetectorConfig {
 }
 
 impl DetectorConfig {
+    /// `production-first` with its defaults.
+    pub fn production_first() -> DetectorConfig {
+        DetectorConfig::ProductionFirst {
+            tolerance: default_tolerance(),
+            production_tolerance: default_production_tolerance(),
+            min_rate: default_min_rate(),
+            floor: default_floor(),
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             DetectorConfig::Static {} => "static",
             DetectorConfig::Threshold { .. } => "threshold",
             DetectorConfig::ConstraintThrashing { .. } => "constraint-thrashing",
+            DetectorConfig::ProductionFirst { .. } => "production-first",
             DetectorConfig::FaultRate { .. } => "fault-rate",
         }
     }
@@ -148,7 +186,22 @@ impl DetectorConfig {
             // a second for its memory to come back before the next.
             DetectorConfig::Static {} | DetectorConfig::Threshold { .. } => Duration::from_secs(1),
             DetectorConfig::ConstraintThrashing { tolerance, .. } => secs(tolerance),
+            // A production stall is acted on again once the last victim's
+            // memory had the shorter window to come back; best-effort
+            // thrashing must last its own tolerance again after a clear.
+            DetectorConfig::ProductionFirst { tolerance, production_tolerance, .. } => {
+                secs(production_tolerance.min(tolerance))
+            }
             DetectorConfig::FaultRate { duration, .. } => secs(duration),
+        }
+    }
+
+    /// The share of capacity the detector keeps available (production-first's
+    /// `floor`; 0 for the others). The launcher never fills it.
+    pub fn floor(&self) -> f64 {
+        match *self {
+            DetectorConfig::ProductionFirst { floor, .. } => floor,
+            _ => 0.0,
         }
     }
 
@@ -161,6 +214,17 @@ impl DetectorConfig {
             DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
                 check_above_zero("tolerance", tolerance, MAX_WINDOW_SECS)?;
                 check_above_zero("min_rate", min_rate, MAX_RATE)
+            }
+            DetectorConfig::ProductionFirst {
+                tolerance,
+                production_tolerance,
+                min_rate,
+                floor,
+            } => {
+                check_above_zero("tolerance", tolerance, MAX_WINDOW_SECS)?;
+                check_above_zero("production_tolerance", production_tolerance, tolerance)?;
+                check_above_zero("min_rate", min_rate, MAX_RATE)?;
+                crate::config::check_range("floor", floor, 0.0, 0.5)
             }
             DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
                 check_above_zero("threshold", threshold, MAX_RATE)?;
@@ -178,6 +242,19 @@ impl DetectorConfig {
             DetectorConfig::Threshold { fraction } => Box::new(threshold::Threshold::new(fraction)),
             DetectorConfig::ConstraintThrashing { tolerance, min_rate } => {
                 Box::new(constraint_thrashing::ConstraintThrashing::new(secs(tolerance), min_rate))
+            }
+            DetectorConfig::ProductionFirst {
+                tolerance,
+                production_tolerance,
+                min_rate,
+                floor,
+            } => {
+                let thrashing = constraint_thrashing::ConstraintThrashing::production_first(
+                    secs(tolerance),
+                    secs(production_tolerance),
+                    min_rate,
+                );
+                Box::new(production_first::ProductionFirst::new(thrashing, floor))
             }
             DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
                 Box::new(fault_rate::FaultRate::new(threshold, secs(duration), rss_growth))

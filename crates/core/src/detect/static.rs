@@ -38,6 +38,7 @@ impl Detector for Static {
         Verdict::Fire(Trigger {
             suspects: Vec::new(),
             victim_among_suspects: false,
+            protected_stalled: false,
             lasted: std::time::Duration::ZERO,
             reason: format!("out of memory: none of {} bytes available", node.capacity),
         })

@@ -36,6 +36,7 @@ impl Detector for Threshold {
         Verdict::Fire(Trigger {
             suspects: Vec::new(),
             victim_among_suspects: false,
+            protected_stalled: false,
             lasted: obs.now - since,
             reason: format!(
                 "available {} of {} bytes, below {:.1}% of capacity",

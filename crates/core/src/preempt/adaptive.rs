@@ -57,6 +57,7 @@ mod tests {
             dump_backlog: Duration::ZERO,
             can_checkpoint: true,
             can_incremental: true,
+            production_waiting: false,
         }
     }
 

@@ -4,12 +4,13 @@
 
 mod adaptive;
 mod fixed;
+mod production_first;
 mod schedule;
 
 pub use schedule::{checkpoint_fallback, pre_dump_due, PreDumpCandidate};
 
 use crate::action::{Preemption, ResumeSite};
-use crate::config::ConfigError;
+use crate::config::{check_range, ConfigError};
 use crate::model::{Bytes, ContainerStats};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,9 @@ pub struct PreemptContext {
     pub can_checkpoint: bool,
     /// Whether incremental dumps work here (soft-dirty tracking).
     pub can_incremental: bool,
+    /// Whether a production or critical container is stalling now, waiting
+    /// for the memory this preemption frees.
+    pub production_waiting: bool,
 }
 
 /// Bandwidths of an image store, bytes per second.
@@ -72,6 +76,20 @@ pub enum PreemptorConfig {
         #[serde(default = "default_true")]
         incremental: bool,
     },
+    /// overbook: Algorithm 1 while only best-effort work waits; once
+    /// production stalls, a checkpoint only if its dump (and the dumps
+    /// before it) ends within `production_wait` seconds, its wait counted
+    /// as a cost; otherwise a kill.
+    ProductionFirst {
+        #[serde(default = "default_true")]
+        incremental: bool,
+        #[serde(default = "default_production_wait")]
+        production_wait: f64,
+    },
+}
+
+fn default_production_wait() -> f64 {
+    0.5
 }
 
 impl Default for PreemptorConfig {
@@ -85,6 +103,14 @@ fn default_true() -> bool {
 }
 
 impl PreemptorConfig {
+    /// `production-first` with its defaults.
+    pub fn production_first() -> PreemptorConfig {
+        PreemptorConfig::ProductionFirst {
+            incremental: true,
+            production_wait: default_production_wait(),
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             PreemptorConfig::Kill {} => "kill",
@@ -92,13 +118,19 @@ impl PreemptorConfig {
             PreemptorConfig::SuspendAndSwapOut {} => "suspend-and-swap-out",
             PreemptorConfig::Checkpoint { .. } => "checkpoint",
             PreemptorConfig::Adaptive { .. } => "adaptive",
+            PreemptorConfig::ProductionFirst { .. } => "production-first",
         }
     }
 
-    /// Nothing numeric to check: every preemptor works with any store, and
-    /// the store's bandwidths are the node's, not the policy's.
+    /// The store's bandwidths are the node's, not the policy's: only
+    /// production's wait is checked.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
+        match *self {
+            PreemptorConfig::ProductionFirst { production_wait, .. } => {
+                check_range("production_wait", production_wait, 0.0, 600.0)
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn build(&self) -> Box<dyn Preemptor> {
@@ -112,6 +144,12 @@ impl PreemptorConfig {
             }
             PreemptorConfig::Adaptive { incremental } => {
                 Box::new(adaptive::Adaptive { incremental })
+            }
+            PreemptorConfig::ProductionFirst { incremental, production_wait } => {
+                Box::new(production_first::ProductionFirst {
+                    incremental,
+                    production_wait: Duration::from_secs_f64(production_wait.clamp(0.0, 600.0)),
+                })
             }
         }
     }
@@ -177,6 +215,7 @@ mod tests {
             dump_backlog: Duration::ZERO,
             can_checkpoint: true,
             can_incremental: true,
+            production_waiting: false,
         }
     }
 

@@ -375,6 +375,7 @@ mod tests {
             "jcr-by-load.png",
             "waste-by-variant.svg",
             "metric-by-point.png",
+            "production-harm.svg",
         ] {
             assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
         }
@@ -412,7 +413,10 @@ mod tests {
         let svg = std::fs::read_to_string(out.join("jct-cdf.svg")).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{}", &svg[..200]);
         assert!(svg.contains("CDF of best-effort job completion time at X2"));
-        for png in ["jct-cdf.png", "waste-by-variant.png", "jcr-by-load.png"] {
+        let harm = std::fs::read_to_string(out.join("production-harm.svg")).unwrap();
+        assert!(harm.contains("hours its tasks spent thrashing"), "{}", &harm[..200]);
+        for png in ["jct-cdf.png", "waste-by-variant.png", "jcr-by-load.png", "production-harm.png"]
+        {
             let bytes = std::fs::read(out.join(png)).unwrap();
             assert!(bytes.len() > 1000, "{png}: {} bytes", bytes.len());
             assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png} is not a PNG");

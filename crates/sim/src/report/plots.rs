@@ -10,12 +10,13 @@ use crate::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 /// The plots a scenario may name in `plots`, with what each shows.
-pub const PLOTS: [(&str, &str); 5] = [
+pub const PLOTS: [(&str, &str); 6] = [
     ("jct-cdf", "CDF of best-effort job completion time, a line per run (swept: per variant at the highest point)"),
     ("jcr-by-load", "best-effort job completion ratio against the sweep point, a line per variant"),
     ("waste-by-variant", "bars of wasted CPU-hours per variant (grouped by sweep point)"),
     ("waste-by-storage", "the same bars as waste-by-variant, under the name storage scenarios use"),
     ("metric-by-point", "best-effort JCT p95 against the sweep point, a line per variant"),
+    ("production-harm", "bars of the hours production's tasks spent thrashing, per variant (grouped by sweep point)"),
 ];
 
 /// Refuse plot names we cannot draw, listing those we can.
@@ -46,6 +47,7 @@ pub(super) fn plot_names(scenario: &Scenario) -> Vec<&str> {
     let defaults = [
         ("jct-cdf", true),
         ("waste-by-variant", !waste_named),
+        ("production-harm", true),
         ("jcr-by-load", swept),
         ("metric-by-point", swept),
     ];
@@ -110,7 +112,20 @@ fn build(
                 (1.0 / div, None),
             )
         }
-        _ => waste(scenario, summaries),
+        "production-harm" => bars(
+            scenario,
+            summaries,
+            "Production's harm: hours its tasks spent thrashing",
+            "production thrashing task-hours",
+            |s| Metric::Group(GroupStat::ThrashingTaskHours, GroupKey::PRODUCTION).of(s),
+        ),
+        _ => bars(
+            scenario,
+            summaries,
+            "Wasted CPU-hours (work lost to kills + checkpoint time)",
+            "wasted CPU-hours",
+            |s| Some(s.wasted_cpu_hours),
+        ),
     }
 }
 
@@ -192,15 +207,22 @@ fn x_label(scenario: &Scenario) -> String {
 }
 
 /// Wasted CPU-hours: a bar per variant, grouped by sweep point.
-fn waste(scenario: &Scenario, summaries: &[RunSummary]) -> Chart {
+/// A value of every run as bars: a bar per variant, grouped by sweep point.
+fn bars(
+    scenario: &Scenario,
+    summaries: &[RunSummary],
+    title: &str,
+    y_label: &str,
+    value: impl Fn(&RunSummary) -> Option<f64>,
+) -> Chart {
     let (variants, points) = grid(summaries);
-    let wasted = |v: &str, p: Option<&str>| find(summaries, v, p).map(|s| s.wasted_cpu_hours);
+    let of = |v: &str, p: Option<&str>| find(summaries, v, p).and_then(&value);
     let kind = if is_swept(scenario) {
         let series = variants
             .iter()
             .map(|v| BarSeries {
                 name: v.to_string(),
-                values: points.iter().map(|p| wasted(v, *p)).collect(),
+                values: points.iter().map(|p| of(v, *p)).collect(),
                 intervals: Vec::new(),
             })
             .collect();
@@ -210,15 +232,15 @@ fn waste(scenario: &Scenario, summaries: &[RunSummary]) -> Chart {
             categories: variants.iter().map(|v| v.to_string()).collect(),
             series: vec![BarSeries {
                 name: String::new(),
-                values: variants.iter().map(|v| wasted(v, None)).collect(),
+                values: variants.iter().map(|v| of(v, None)).collect(),
                 intervals: Vec::new(),
             }],
         }
     };
     Chart {
-        title: "Wasted CPU-hours (work lost to kills + checkpoint time)".to_string(),
+        title: title.to_string(),
         x_label: x_label(scenario),
-        y_label: "wasted CPU-hours".to_string(),
+        y_label: y_label.to_string(),
         y_max: None,
         kind,
     }
@@ -305,10 +327,10 @@ mod tests {
         let s = Scenario::load("charon-loads", &[]).unwrap();
         assert_eq!(
             plot_names(&s),
-            ["jct-cdf", "jcr-by-load", "waste-by-variant", "metric-by-point"]
+            ["jct-cdf", "jcr-by-load", "waste-by-variant", "production-harm", "metric-by-point"]
         );
         let s = Scenario::load("checkpoint-storage", &[]).unwrap();
-        assert_eq!(plot_names(&s), ["waste-by-storage", "jct-cdf"]);
+        assert_eq!(plot_names(&s), ["waste-by-storage", "jct-cdf", "production-harm"]);
     }
 
     #[test]

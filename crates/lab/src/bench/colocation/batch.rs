@@ -14,7 +14,7 @@
 use super::super::{BenchNode, MIB};
 use super::services::Programs;
 use overbook_linux::parse::MemInfo;
-use overbook_linux::ContainerPath;
+use overbook_linux::{ContainerPath, CpuShare};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -227,6 +227,14 @@ impl Runner {
         self.tries[job] += 1;
         let name = format!("{}-try{}", self.jobs[job].name, self.tries[job]);
         let container = node.container(&name)?;
+        // Best-effort work gets the CPU production leaves, under every
+        // policy alike (the agent's own `[cpu]` default), so the scenes
+        // differ in memory management only. A node without the cpu
+        // controller leaves every policy at the kernel's equal shares.
+        let _done_or_unsupported = node
+            .cg
+            .set_cpu_share(&container, CpuShare::Idle)
+            .map_err(|e| format!("{name}: cannot lower its CPU weight: {e}"))?;
         let argv = command(&self.jobs[job], &self.be_chain, &self.programs);
         let child = overbook_agent::spawn::command_in(&*node.cg, &container, &argv[0], &argv[1..])
             .map_err(|e| e.to_string())?

@@ -19,7 +19,11 @@
 //!   only in unreserved memory), `kernel` (oversubscribed, the kernel's OOM
 //!   killer only), `earlyoom`, `threshold` (000's Kuber), and overbook's
 //!   agent with its built-in policy, killing (`overbook-kill`) or with 004's
-//!   adaptive checkpointing (`overbook-adaptive`).
+//!   adaptive checkpointing (`overbook-adaptive`), and with its
+//!   production-first policy (`overbook`).
+//!
+//! Best-effort jobs run at the lowest CPU weight under every policy alike,
+//! so the scenes compare memory management, not CPU sharing.
 //!
 //! Every scene makes its own node cgroup and removes it, with every process
 //! and file, on error paths too.
@@ -47,8 +51,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The managers compared.
-pub const POLICIES: [&str; 7] =
-    ["isolated", "static", "kernel", "earlyoom", "threshold", "overbook-kill", "overbook-adaptive"];
+pub const POLICIES: [&str; 8] = [
+    "isolated",
+    "static",
+    "kernel",
+    "earlyoom",
+    "threshold",
+    "overbook-kill",
+    "overbook-adaptive",
+    "overbook",
+];
 
 /// How the benchmark runs.
 #[derive(Clone, Debug)]
@@ -76,6 +88,10 @@ pub struct ColocationPlan {
     /// Where overbook scenes' agent events go, as JSON lines (one file a
     /// scene); none: kept in the report as counts only.
     pub events: Option<PathBuf>,
+    /// Set (by a signal handler) to stop the run: the scene under way ends
+    /// at once, its processes, cgroups and files removed, and the run fails
+    /// saying so.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// The native mode's node.
@@ -344,6 +360,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         );
         rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
         for policy in &order {
+            interrupted(plan)?;
             say(&format!("{policy} (repeat {}/{}): {} s", repeat + 1, plan.repeats, plan.seconds));
             let r = run.scene(policy, repeat, say)?;
             say(&format!(
@@ -477,6 +494,15 @@ fn earlyoom_args() -> Vec<String> {
     .collect()
 }
 
+/// An error once the run was asked to stop: returned, it unwinds every
+/// scene's cleanup.
+fn interrupted(plan: &ColocationPlan) -> Result<(), String> {
+    if plan.stop.load(Ordering::Relaxed) {
+        return Err("interrupted: what the scene under way made is removed".into());
+    }
+    Ok(())
+}
+
 /// The earlyoom daemon of a scene: it runs outside the node, so the node's
 /// cleanup does not reach it; stopped when dropped, on error paths too.
 struct Earlyoom(Child);
@@ -595,6 +621,7 @@ impl Run<'_> {
         let (mut fill_s, mut filled) = (f64::NAN, false);
         let mut result = SceneResult { policy: policy.into(), repeat, ..SceneResult::default() };
         while start.elapsed() < span {
+            interrupted(self.plan)?;
             let t = start.elapsed().as_secs_f64() / span.as_secs_f64();
             let mem = self.memory(&node)?;
             watch.look(&mem);

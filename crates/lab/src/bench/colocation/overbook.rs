@@ -42,7 +42,18 @@ impl OverbookScene {
         capacity: u64,
         headroom: u64,
     ) -> Result<OverbookScene, String> {
-        let preemptor = policy.strip_prefix("overbook-").unwrap_or(policy);
+        // `overbook` is the agent's default, production-first policy;
+        // `overbook-<preemptor>` 000's detector with that preemptor.
+        let policy_keys = match policy.strip_prefix("overbook-") {
+            None => "[policy.detector]\nkind = \"production-first\"\n\
+                     [policy.preemptor]\nkind = \"production-first\"\n"
+                .to_string(),
+            Some(preemptor) => format!(
+                "[policy.detector]\nkind = \"constraint-thrashing\"\n\
+                 [policy.preemptor]\nkind = \"{preemptor}\"\n"
+            ),
+        };
+        let delay_after_kill = !policy_keys.contains("production-first");
         let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
         let text = format!(
             "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
@@ -50,8 +61,8 @@ impl OverbookScene {
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
              [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
-             hold_while_thrashing = true\n\
-             [policy.preemptor]\nkind = \"{preemptor}\"\n\
+             hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n\
+             {policy_keys}\
              [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
             node.root.as_str(),
             dir.join("tasks").display(),

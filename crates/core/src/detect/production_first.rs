@@ -1,0 +1,161 @@
+//! overbook's production-first detector: production's own thrashing acted
+//! on at once, room made before production needs it, and best-effort
+//! thrashing among itself tolerated as 000 does.
+//!
+//! Thrashing shows only once memory is already short: on a real node
+//! production's page cache (a database's tables) is evicted, and its tail
+//! latency lost, before any counter has risen for long. So besides 000's
+//! per-container test (with production's short tolerance), this detector
+//! keeps a floor of available memory: below `floor` × capacity a
+//! best-effort container pays before production has to wait. The launcher
+//! (with its `headroom` at least the floor) never fills that room itself.
+
+use super::constraint_thrashing::ConstraintThrashing;
+use super::threshold::Threshold;
+use super::{Detector, Verdict};
+use crate::model::{ContainerId, Observation};
+
+#[derive(Debug)]
+pub(super) struct ProductionFirst {
+    thrashing: ConstraintThrashing,
+    /// No floor when the fraction is 0.
+    floor: Option<Threshold>,
+    /// Whether the floor fired last: a preemption then clears only the
+    /// floor's episode. Production thrashing meanwhile keeps its count; were
+    /// it cleared too, a floor firing every window would keep production's
+    /// own evidence from ever reaching its tolerance.
+    floor_fired: bool,
+}
+
+impl ProductionFirst {
+    pub fn new(thrashing: ConstraintThrashing, floor: f64) -> ProductionFirst {
+        let floor = (floor > 0.0).then(|| Threshold::new(floor));
+        ProductionFirst { thrashing, floor, floor_fired: false }
+    }
+}
+
+impl Detector for ProductionFirst {
+    fn name(&self) -> &'static str {
+        "production-first"
+    }
+
+    fn observe(&mut self, obs: &Observation<'_>) -> Verdict {
+        let thrashing = self.thrashing.observe(obs);
+        self.floor_fired = false;
+        if matches!(thrashing, Verdict::Fire(_)) {
+            return thrashing;
+        }
+        match self.floor.as_mut().map(|f| f.observe(obs)) {
+            Some(Verdict::Fire(mut trigger)) => {
+                self.floor_fired = true;
+                trigger.reason = format!("making room for production: {}", trigger.reason);
+                // Room is made for production, not at leisure: a victim
+                // whose dump would keep its memory long is killed.
+                trigger.protected_stalled = true;
+                Verdict::Fire(trigger)
+            }
+            _ => thrashing,
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.floor_fired {
+            if let Some(f) = &mut self.floor {
+                f.clear();
+            }
+        } else {
+            self.thrashing.clear();
+        }
+    }
+
+    fn forget(&mut self, id: ContainerId) {
+        self.thrashing.forget(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Class, ContainerStats, JobId, NodeStats};
+    use crate::time::Time;
+    use std::time::Duration;
+
+    const GB: u64 = 1 << 30;
+
+    fn detector(floor: f64) -> ProductionFirst {
+        let thrashing = ConstraintThrashing::production_first(
+            Duration::from_secs(3),
+            Duration::from_millis(300),
+            1.0,
+        );
+        ProductionFirst::new(thrashing, floor)
+    }
+
+    fn look(d: &mut ProductionFirst, secs: f64, available: u64, refaults: u64) -> Verdict {
+        let mut prod = ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
+        prod.faults.refault_file = refaults;
+        d.observe(&Observation {
+            now: Time::from_secs_f64(secs),
+            node: NodeStats { capacity: 10 * GB, available, ..NodeStats::default() },
+            containers: &[prod],
+        })
+    }
+
+    #[test]
+    fn below_the_floor_it_makes_room_before_anyone_thrashes() {
+        let mut d = detector(0.1);
+        assert_eq!(look(&mut d, 0.0, 2 * GB, 0), Verdict::Calm);
+        let Verdict::Fire(t) = look(&mut d, 0.1, GB - 1, 0) else { panic!("fires below 10%") };
+        assert!(t.reason.starts_with("making room for production"), "{}", t.reason);
+        assert!(t.protected_stalled, "room is made at once, not by a long dump");
+        assert_eq!(look(&mut d, 0.2, GB, 0), Verdict::Calm, "at the floor: calm");
+        // No floor: only thrashing counts.
+        let mut d = detector(0.0);
+        assert_eq!(look(&mut d, 0.0, 0, 0), Verdict::Calm);
+        assert_eq!(look(&mut d, 0.1, 0, 0), Verdict::Calm);
+    }
+
+    #[test]
+    fn production_s_own_thrashing_comes_first() {
+        let mut d = detector(0.1);
+        let mut fired = None;
+        for i in 0..10u32 {
+            if let Verdict::Fire(t) = look(&mut d, f64::from(i) / 10.0, 0, 100 * u64::from(i)) {
+                fired = Some((i, t));
+                break;
+            }
+        }
+        // Below the floor from the first look; once production has
+        // thrashed for 0.3 s the evidence is its own.
+        let (i, t) = fired.expect("fires");
+        assert_eq!(i, 0, "the floor fires first");
+        assert!(t.reason.starts_with("making room"), "{}", t.reason);
+        let mut d = detector(0.1);
+        let mut last = None;
+        for i in 0..=3u32 {
+            last = Some(look(&mut d, f64::from(i) / 10.0, 5 * GB, 100 * u64::from(i)));
+        }
+        let Some(Verdict::Fire(t)) = last else { panic!("{last:?}") };
+        assert!(t.protected_stalled && t.reason.contains("(production)"), "{}", t.reason);
+    }
+
+    #[test]
+    fn a_preemption_for_the_floor_leaves_production_s_evidence_counting() {
+        // Production thrashes below the floor: the floor fires every look
+        // and each preemption clears only its own episode, so production's
+        // thrashing still reaches its tolerance.
+        let mut d = detector(0.1);
+        let mut own = None;
+        for i in 0..10u32 {
+            let v = look(&mut d, f64::from(i) / 10.0, 0, 100 * u64::from(i));
+            if let Verdict::Fire(t) = v {
+                if t.reason.contains("(production) thrashing") {
+                    own = Some(i);
+                    break;
+                }
+                d.clear();
+            }
+        }
+        assert_eq!(own, Some(3), "production's own evidence at 0.3 s");
+    }
+}
