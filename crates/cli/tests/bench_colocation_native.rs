@@ -106,11 +106,8 @@ fn an_interrupted_run_removes_what_its_scene_made() {
     // Interrupted mid-scene: once the cache fill began, the services,
     // their drivers and (under overbook) the jobs all run.
     let mut lines = BufReader::new(bench.stderr.take().expect("piped")).lines();
-    let said: Vec<String> = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .take_while(|l| !l.contains("cache fill at"))
-        .collect();
+    let said: Vec<String> =
+        lines.by_ref().map_while(Result::ok).take_while(|l| !l.contains("cache fill at")).collect();
     let pid = rustix::process::Pid::from_raw(i32::try_from(bench.id()).expect("pid fits"))
         .expect("a pid");
     rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
@@ -122,10 +119,8 @@ fn an_interrupted_run_removes_what_its_scene_made() {
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
     assert_eq!(std::fs::read_to_string("/proc/swaps").expect("/proc/swaps"), swaps_before);
     assert!(node_cgroups().is_empty(), "node cgroups left: {:?}", node_cgroups());
-    let scratch_procs = std::process::Command::new("pgrep")
-        .args(["-f", &scratch])
-        .output()
-        .expect("pgrep runs");
+    let scratch_procs =
+        std::process::Command::new("pgrep").args(["-f", &scratch]).output().expect("pgrep runs");
     assert!(
         scratch_procs.stdout.is_empty(),
         "processes of the run left: {}",
