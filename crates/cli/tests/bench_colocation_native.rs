@@ -9,6 +9,10 @@
 
 mod common;
 
+/// One native run at a time: each makes a node cgroup and a swap file, and
+/// checks that none is left when it ends.
+static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const POLICIES: [&str; 7] =
     ["isolated", "static", "kernel", "threshold", "overbook-kill", "overbook-adaptive", "overbook"];
 
@@ -17,6 +21,7 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
     if !common::may_run_on_a_real_node("bench colocation --native") {
         return;
     }
+    let _one = ONE_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
     let json = dir.path().join("native.json");
     let plot = dir.path().join("native.svg");
@@ -92,6 +97,7 @@ fn an_interrupted_run_removes_what_its_scene_made() {
     if !common::may_run_on_a_real_node("bench colocation --native") {
         return;
     }
+    let _one = ONE_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir_in("/var/tmp").expect("temp dir");
     let scratch = dir.path().display().to_string();
     let swaps_before = std::fs::read_to_string("/proc/swaps").expect("/proc/swaps");
