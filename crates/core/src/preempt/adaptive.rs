@@ -20,6 +20,16 @@ impl Adaptive {
         let restore = transfer_secs(victim.checkpoint_size(false), ctx.store.read);
         dump + restore + ctx.dump_backlog.as_secs_f64()
     }
+
+    /// Algorithm 1's choice: checkpoint when the work done exceeds
+    /// `overhead` seconds, else kill.
+    pub fn decide(victim: &ContainerStats, overhead: f64, incremental: bool) -> Preemption {
+        if victim.progress.as_secs_f64() > overhead {
+            Preemption::Checkpoint { incremental }
+        } else {
+            Preemption::Kill
+        }
+    }
 }
 
 impl Preemptor for Adaptive {
@@ -32,11 +42,7 @@ impl Preemptor for Adaptive {
             return Preemption::Kill;
         }
         let incremental = incremental(self.incremental, victim, ctx);
-        if victim.progress.as_secs_f64() > Adaptive::overhead(victim, ctx, incremental) {
-            Preemption::Checkpoint { incremental }
-        } else {
-            Preemption::Kill
-        }
+        Adaptive::decide(victim, Adaptive::overhead(victim, ctx, incremental), incremental)
     }
 }
 

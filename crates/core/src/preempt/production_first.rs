@@ -41,11 +41,7 @@ impl Preemptor for ProductionFirst {
             }
             overhead += wait;
         }
-        if victim.progress.as_secs_f64() > overhead {
-            Preemption::Checkpoint { incremental }
-        } else {
-            Preemption::Kill
-        }
+        Adaptive::decide(victim, overhead, incremental)
     }
 }
 
