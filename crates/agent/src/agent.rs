@@ -113,7 +113,7 @@ pub struct Agent<C> {
     /// The free share the policy keeps (the reclaimer's headroom, the
     /// detector's floor), if any: a calm node nearing it is read in full,
     /// so the policy acts before the kernel must.
-    reclaim_headroom: Option<f64>,
+    watched_headroom: Option<f64>,
     /// The node's counters at the last tick, and when every container was
     /// last read.
     last_pressure: Option<u64>,
@@ -244,7 +244,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 sample_period: config.sample_period,
                 calm_period: config.calm_period,
             },
-            reclaim_headroom: {
+            watched_headroom: {
                 let floor = config.policy.detector.floor();
                 let reclaim = config.policy.reclaimer.headroom();
                 reclaim.map(|h| h.max(floor)).or((floor > 0.0).then_some(floor))
@@ -394,7 +394,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Whether the node's free memory is within twice the reclaimer's
     /// headroom (or cannot be told cheaply).
     fn nearing_headroom(&self) -> bool {
-        let Some(headroom) = self.reclaim_headroom else { return false };
+        let Some(headroom) = self.watched_headroom else { return false };
         let capacity = self.sample.node.capacity;
         match self.view.cgroups().counters(self.view.root()) {
             Ok(Outcome::Done(root)) if capacity > 0 => {

@@ -44,16 +44,23 @@ impl OverbookScene {
     ) -> Result<OverbookScene, String> {
         // `overbook` is the agent's default, production-first policy;
         // `overbook-<preemptor>` 000's detector with that preemptor.
-        let policy_keys = match policy.strip_prefix("overbook-") {
-            None => "[policy.detector]\nkind = \"production-first\"\n\
-                     [policy.preemptor]\nkind = \"production-first\"\n"
-                .to_string(),
-            Some(preemptor) => format!(
-                "[policy.detector]\nkind = \"constraint-thrashing\"\n\
-                 [policy.preemptor]\nkind = \"{preemptor}\"\n"
+        // 000's detector waits a sync period after its kills; the
+        // production-first launcher holds while anyone thrashes instead.
+        let (policy_keys, delay_after_kill) = match policy.strip_prefix("overbook-") {
+            None => (
+                "[policy.detector]\nkind = \"production-first\"\n\
+                 [policy.preemptor]\nkind = \"production-first\"\n"
+                    .to_string(),
+                false,
+            ),
+            Some(preemptor) => (
+                format!(
+                    "[policy.detector]\nkind = \"constraint-thrashing\"\n\
+                     [policy.preemptor]\nkind = \"{preemptor}\"\n"
+                ),
+                true,
             ),
         };
-        let delay_after_kill = !policy_keys.contains("production-first");
         let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
         let text = format!(
             "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
