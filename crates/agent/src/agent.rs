@@ -172,12 +172,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 store: store.bandwidth(),
                 can_checkpoint: true,
                 can_incremental: store.incremental(),
+                swap_write: config.swap_write,
             },
             _ => NodeFacilities {
                 // Unused: nothing is checkpointed without CRIU.
                 store: StoreBandwidth { write: 1.0, read: 1.0, net: 1.0 },
                 can_checkpoint: false,
                 can_incremental: false,
+                swap_write: config.swap_write,
             },
         };
         if images.as_ref().is_some_and(ImageStore::usable) {

@@ -49,6 +49,10 @@ pub struct AgentConfig {
     /// The node's memory: `None` means the root cgroup's limit, or the
     /// machine's memory when the root has none.
     pub capacity: Option<u64>,
+    /// Bytes per second the node writes a frozen container's memory to
+    /// swap (and reads it back): the cost the `production-first` preemptor
+    /// weighs a freeze-and-swap-out by.
+    pub swap_write: f64,
     /// How often the agent samples every container.
     pub sample_period: Duration,
     /// How often every container is read while the node shows no faults,
@@ -109,6 +113,7 @@ impl Default for AgentConfig {
         AgentConfig {
             root: "overbook".into(),
             capacity: None,
+            swap_write: DEFAULT_SWAP_MB_S * 1e6,
             sample_period: Duration::from_millis(100),
             calm_period: Duration::from_secs(3),
             event_log: None,
@@ -304,7 +309,13 @@ impl RawCheckpoint {
 struct RawNode {
     root: Option<String>,
     capacity: Option<toml::Value>,
+    swap_mb_s: Option<f64>,
 }
+
+/// `node.swap_mb_s` when not given: what a SATA SSD sustains writing
+/// scattered pages, so a freeze-and-swap-out is not promised faster than
+/// most nodes can do it.
+const DEFAULT_SWAP_MB_S: f64 = 100.0;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -421,6 +432,13 @@ impl RawConfig {
             None => None,
             Some(v) => Some(check_capacity(&v)?),
         };
+        let swap_write = match self.node.swap_mb_s {
+            None => defaults.swap_write,
+            Some(x) => {
+                overbook_core::config::check_range("node.swap_mb_s", x, 0.001, 1e6)?;
+                x * 1e6
+            }
+        };
         let sample_period = match self.agent.sample_period {
             None => defaults.sample_period,
             Some(s) => {
@@ -481,6 +499,7 @@ impl RawConfig {
         Ok(AgentConfig {
             root,
             capacity,
+            swap_write,
             sample_period,
             calm_period,
             event_log: match self.agent.event_log {
@@ -654,6 +673,7 @@ mod tests {
             [node]
             root = "/nodes/n1/"
             capacity = "1.5GiB"
+            swap_mb_s = 250
             [agent]
             sample_period = 0.05
             event_log = "/tmp/events.jsonl"
@@ -669,6 +689,7 @@ mod tests {
         .expect("valid");
         assert_eq!(c.root, "nodes/n1");
         assert_eq!(c.capacity, Some(3 << 29));
+        assert_eq!(c.swap_write, 250e6);
         assert_eq!(c.sample_period, Duration::from_millis(50));
         assert_eq!(c.classes.class_of("prod-db"), Class::Production);
         assert_eq!(c.classes.class_of("batch-1"), Class::BestEffort);
@@ -679,6 +700,7 @@ mod tests {
         assert!(err("[node]\nroot = \"../x\"").contains("agent.toml: node.root:"));
         assert!(err("[node]\ncapacity = \"12 parsecs\"").contains("node.capacity: unknown unit"));
         assert!(err("[node]\ncapacity = -5").contains("node.capacity"));
+        assert!(err("[node]\nswap_mb_s = 0").contains("agent.toml: node.swap_mb_s: 0 is outside"));
         assert!(err("[agent]\nsample_period = 0").contains("agent.sample_period: 0 is outside"));
         assert!(err("[[classes]]\npattern = \"a[\"\nclass = \"production\"")
             .contains("classes[0].pattern"));

@@ -19,6 +19,8 @@ pub struct NodeFacilities {
     pub store: StoreBandwidth,
     pub can_checkpoint: bool,
     pub can_incremental: bool,
+    /// Bytes per second the node swaps a frozen container's memory out at.
+    pub swap_write: f64,
 }
 
 /// The composed pipeline of one node.
@@ -88,9 +90,15 @@ impl NodePolicy {
         self.launcher.suspended(now, task, memory);
     }
 
-    /// How the configured preemptor would make `victim` pay now (for an
-    /// operator who asks for the policy's own choice).
-    pub fn preemption_for(&self, victim: &ContainerStats, now: Time) -> Preemption {
+    /// How the configured preemptor would make `victim` pay now, with
+    /// `swap_room` free swap (for an operator who asks for the policy's own
+    /// choice).
+    pub fn preemption_for(
+        &self,
+        victim: &ContainerStats,
+        now: Time,
+        swap_room: Bytes,
+    ) -> Preemption {
         let ctx = PreemptContext {
             now,
             store: self.facilities.store,
@@ -98,6 +106,8 @@ impl NodePolicy {
             can_checkpoint: self.facilities.can_checkpoint,
             can_incremental: self.facilities.can_incremental,
             production_waiting: false,
+            swap_room,
+            swap_write: self.facilities.swap_write,
         };
         self.preemptor.choose(victim, &ctx)
     }
@@ -162,6 +172,8 @@ impl NodePolicy {
                             can_checkpoint: self.facilities.can_checkpoint,
                             can_incremental: self.facilities.can_incremental,
                             production_waiting: trigger.protected_stalled,
+                            swap_room: obs.node.swap_free,
+                            swap_write: self.facilities.swap_write,
                         };
                         let how = self.preemptor.choose(stats, &ctx);
                         out.push(Action::Preempt {
@@ -230,7 +242,12 @@ mod tests {
             ..PolicyConfig::default()
         };
         let store = StoreBandwidth { write: 1e9, read: 1e9, net: 1e9 };
-        let facilities = NodeFacilities { store, can_checkpoint: false, can_incremental: false };
+        let facilities = NodeFacilities {
+            store,
+            can_checkpoint: false,
+            can_incremental: false,
+            swap_write: 1e9,
+        };
         NodePolicy::new(&cfg, facilities).expect("valid")
     }
 
@@ -308,7 +325,12 @@ mod production_first_tests {
             ..PolicyConfig::default()
         };
         let store = StoreBandwidth { write: GB as f64, read: GB as f64, net: GB as f64 };
-        let facilities = NodeFacilities { store, can_checkpoint: true, can_incremental: true };
+        let facilities = NodeFacilities {
+            store,
+            can_checkpoint: true,
+            can_incremental: true,
+            swap_write: GB as f64,
+        };
         let mut p = NodePolicy::new(&cfg, facilities).expect("valid");
         let mut thrashing = ContainerStats::new(ContainerId(1), JobId(1), stalling, Time::ZERO);
         let mut victim =

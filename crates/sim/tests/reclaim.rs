@@ -129,7 +129,11 @@ fn weights_under_pressure(reclaimer: ReclaimerConfig) -> Vec<f64> {
 
 #[test]
 fn weighted_leaves_memory_in_the_ratio_of_the_weights() {
-    let kept = weights_under_pressure(ReclaimerConfig::Weighted { headroom: 0.05, interval: 1.0 });
+    let kept = weights_under_pressure(ReclaimerConfig::Weighted {
+        headroom: 0.05,
+        interval: 1.0,
+        best_effort_only: false,
+    });
     let per_weight: Vec<f64> = kept.iter().zip([1.0, 2.0, 3.0]).map(|(k, w)| k / w).collect();
     for p in &per_weight {
         assert!((p / per_weight[0] - 1.0).abs() < 0.05, "kept {kept:?} GiB: not 1:2:3");

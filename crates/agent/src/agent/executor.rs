@@ -280,7 +280,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let how = if order.how == "policy" {
             let stats = self.sample.containers.iter().find(|c| c.id == id);
             match stats {
-                Some(stats) => self.policy.preemption_for(stats, now),
+                Some(stats) => self.policy.preemption_for(stats, now, self.sample.node.swap_free),
                 None => return Err(RunError::NoSuchTask(order.name.clone())),
             }
         } else {

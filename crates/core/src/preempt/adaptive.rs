@@ -64,6 +64,8 @@ mod tests {
             can_checkpoint: true,
             can_incremental: true,
             production_waiting: false,
+            swap_room: 0,
+            swap_write: 1e9,
         }
     }
 

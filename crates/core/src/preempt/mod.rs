@@ -32,6 +32,11 @@ pub struct PreemptContext {
     /// Whether a production or critical container is stalling now, waiting
     /// for the memory this preemption frees.
     pub production_waiting: bool,
+    /// Free swap on the node now: a frozen victim's memory can go there.
+    pub swap_room: Bytes,
+    /// How fast the node writes (and reads back) pages to swap, bytes per
+    /// second.
+    pub swap_write: f64,
 }
 
 /// Bandwidths of an image store, bytes per second.
@@ -76,10 +81,12 @@ pub enum PreemptorConfig {
         #[serde(default = "default_true")]
         incremental: bool,
     },
-    /// overbook: Algorithm 1 while only best-effort work waits; once
-    /// production stalls, a checkpoint only if its dump (and the dumps
-    /// before it) ends within `production_wait` seconds, its wait counted
-    /// as a cost; otherwise a kill.
+    /// overbook: the victim's work kept by the cheaper of a checkpoint and
+    /// a freeze-and-swap-out (where swap has room for it) when it has run
+    /// longer than moving its memory out and back takes (004's Algorithm
+    /// 1), else a kill; once production stalls, a way is open only if it
+    /// frees the memory within `production_wait` seconds, that wait counted
+    /// as a cost.
     ProductionFirst {
         #[serde(default = "default_true")]
         incremental: bool,
@@ -216,6 +223,8 @@ mod tests {
             can_checkpoint: true,
             can_incremental: true,
             production_waiting: false,
+            swap_room: 0,
+            swap_write: 1e9,
         }
     }
 

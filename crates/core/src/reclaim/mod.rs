@@ -16,7 +16,10 @@
 //!   water-filling usage per weight, so that under growing pressure usage
 //!   converges to the weights, the same way every time.
 //!
-//! Critical containers are never asked (their memory is protected).
+//! Critical containers are never asked (their memory is protected). With
+//! `best_effort_only`, production is not asked either: the first step of
+//! overbook's production-first policy, which pushes best-effort memory out
+//! before anyone has to be preempted, and never production's.
 
 mod recency;
 mod weighted;
@@ -25,7 +28,7 @@ pub use weighted::water_fill;
 
 use crate::action::Action;
 use crate::config::{check_range, ConfigError};
-use crate::model::{Bytes, ContainerId, Observation};
+use crate::model::{Bytes, Class, ContainerId, ContainerStats, Observation};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -58,12 +61,17 @@ pub enum ReclaimerConfig {
         /// Growth of usage (bytes) that counts as a new memory demand.
         #[serde(default = "default_growth")]
         growth: u64,
+        /// Ask only best-effort containers (production keeps its memory).
+        #[serde(default)]
+        best_effort_only: bool,
     },
     Weighted {
         #[serde(default = "default_headroom")]
         headroom: f64,
         #[serde(default = "default_interval")]
         interval: f64,
+        #[serde(default)]
+        best_effort_only: bool,
     },
 }
 
@@ -89,7 +97,7 @@ impl ReclaimerConfig {
         match *self {
             ReclaimerConfig::None {} => Ok(()),
             ReclaimerConfig::Recency { headroom, interval, .. }
-            | ReclaimerConfig::Weighted { headroom, interval } => {
+            | ReclaimerConfig::Weighted { headroom, interval, .. } => {
                 check_range("headroom", headroom, 0.0, 0.9)?;
                 check_range("interval", interval, 0.01, 600.0)
             }
@@ -110,27 +118,46 @@ impl ReclaimerConfig {
     pub fn build(&self) -> Option<Box<dyn Reclaimer>> {
         match *self {
             ReclaimerConfig::None {} => None,
-            ReclaimerConfig::Recency { headroom, interval, growth } => {
-                Some(Box::new(recency::Recency::new(Pacing::new(headroom, interval), growth)))
+            ReclaimerConfig::Recency { headroom, interval, growth, best_effort_only } => {
+                let pacing = Pacing::new(headroom, interval, best_effort_only);
+                Some(Box::new(recency::Recency::new(pacing, growth)))
             }
-            ReclaimerConfig::Weighted { headroom, interval } => {
-                Some(Box::new(weighted::Weighted::new(Pacing::new(headroom, interval))))
+            ReclaimerConfig::Weighted { headroom, interval, best_effort_only } => {
+                let pacing = Pacing::new(headroom, interval, best_effort_only);
+                Some(Box::new(weighted::Weighted::new(pacing)))
             }
         }
     }
 }
 
-/// When to plan and how much: the shared part of every reclaimer.
+/// When to plan, how much, and who may be asked: the shared part of every
+/// reclaimer.
 #[derive(Clone, Copy, Debug)]
 struct Pacing {
     headroom: f64,
     interval: Duration,
+    best_effort_only: bool,
     next: Option<crate::time::Time>,
 }
 
 impl Pacing {
-    fn new(headroom: f64, interval: f64) -> Pacing {
-        Pacing { headroom, interval: Duration::from_secs_f64(interval), next: None }
+    fn new(headroom: f64, interval: f64, best_effort_only: bool) -> Pacing {
+        Pacing {
+            headroom,
+            interval: Duration::from_secs_f64(interval),
+            best_effort_only,
+            next: None,
+        }
+    }
+
+    /// Whether `c` may be asked to give memory back.
+    fn asks(&self, c: &ContainerStats) -> bool {
+        c.usage > 0
+            && match c.class {
+                Class::Critical => false,
+                Class::Production => !self.best_effort_only,
+                Class::BestEffort => true,
+            }
     }
 
     /// The shortfall to reclaim now, if it is time and memory is short.
@@ -175,9 +202,9 @@ mod tests {
     /// capacity: the shortfall is reckoned on what is charged.
     #[test]
     fn the_shortfall_counts_charged_page_cache() {
-        use crate::model::{Class, ContainerStats, JobId, NodeStats};
+        use crate::model::{JobId, NodeStats};
         use crate::time::Time;
-        let mut p = Pacing::new(0.1, 1.0);
+        let mut p = Pacing::new(0.1, 1.0, false);
         let mut c = ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
         c.usage = 950;
         let node = NodeStats { capacity: 1000, available: 600, ..NodeStats::default() };

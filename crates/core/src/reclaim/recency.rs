@@ -9,7 +9,7 @@
 
 use super::{Pacing, Reclaimer};
 use crate::action::Action;
-use crate::model::{Bytes, Class, ContainerId, Observation};
+use crate::model::{Bytes, ContainerId, Observation};
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -61,7 +61,7 @@ impl Reclaimer for Recency {
         }
         let Some(mut short) = self.pacing.shortfall(obs) else { return };
         self.order.clear();
-        for c in obs.containers.iter().filter(|c| c.class != Class::Critical && c.usage > 0) {
+        for c in obs.containers.iter().filter(|c| self.pacing.asks(c)) {
             let at = self.seen.get(&c.id).map_or(obs.now, |s| s.demand_at);
             self.order.push((at, c.id, c.usage));
         }
@@ -84,7 +84,7 @@ impl Reclaimer for Recency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ContainerStats, JobId, NodeStats};
+    use crate::model::{Class, ContainerStats, JobId, NodeStats};
 
     const MIB: Bytes = 1 << 20;
 
@@ -99,7 +99,7 @@ mod tests {
     /// holding memory, C booting: the shortfall is taken from B, not A.
     #[test]
     fn the_idle_container_pays_before_the_active_one() {
-        let mut r = Recency::new(Pacing::new(0.1, 1.0), MIB);
+        let mut r = Recency::new(Pacing::new(0.1, 1.0, false), MIB);
         let node_ok =
             NodeStats { capacity: 1000 * MIB, available: 500 * MIB, ..NodeStats::default() };
         let mut out = Vec::new();
@@ -121,9 +121,23 @@ mod tests {
         assert_eq!(out, vec![Action::Reclaim { id: ContainerId(2), bytes: 100 * MIB }]);
     }
 
+    /// Production-first's first step: the shortfall is asked of best-effort
+    /// containers alone, however old production's last demand is.
+    #[test]
+    fn best_effort_only_spares_production() {
+        let mut r = Recency::new(Pacing::new(0.5, 1.0, true), MIB);
+        let mut be = c(2, 300 * MIB, 0);
+        be.class = Class::BestEffort;
+        let cs = [c(1, 600 * MIB, 0), be];
+        let node = NodeStats { capacity: 1000 * MIB, available: 0, ..NodeStats::default() };
+        let mut out = Vec::new();
+        r.plan(&Observation { now: Time::ZERO, node, containers: &cs }, &mut out);
+        assert_eq!(out, vec![Action::Reclaim { id: ContainerId(2), bytes: 300 * MIB }]);
+    }
+
     #[test]
     fn the_shortfall_spills_over_to_the_next_oldest_and_critical_is_spared() {
-        let mut r = Recency::new(Pacing::new(0.5, 1.0), MIB);
+        let mut r = Recency::new(Pacing::new(0.5, 1.0, false), MIB);
         let mut crit = c(3, 900 * MIB, 0);
         crit.class = Class::Critical;
         let cs = [c(1, 100 * MIB, 0), c(2, 300 * MIB, 0), crit];

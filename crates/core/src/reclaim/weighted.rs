@@ -3,7 +3,7 @@
 
 use super::{Pacing, Reclaimer};
 use crate::action::Action;
-use crate::model::{Bytes, Class, ContainerId, Observation};
+use crate::model::{Bytes, ContainerId, Observation};
 
 #[derive(Debug)]
 pub(super) struct Weighted {
@@ -30,7 +30,7 @@ impl Reclaimer for Weighted {
         self.usage.extend(
             obs.containers
                 .iter()
-                .filter(|c| c.class != Class::Critical)
+                .filter(|c| self.pacing.asks(c))
                 .map(|c| (c.id, c.usage, c.weight.max(1))),
         );
         let pairs: Vec<(Bytes, u32)> = self.usage.iter().map(|&(_, u, w)| (u, w)).collect();
@@ -91,7 +91,7 @@ pub fn water_fill(containers: &[(Bytes, u32)], need: Bytes, take: &mut Vec<Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ContainerStats, JobId, NodeStats};
+    use crate::model::{Class, ContainerStats, JobId, NodeStats};
     use crate::time::Time;
 
     /// 003, "Variation of usage over time": three containers of 2000 MB,
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn plans_the_shortfall_largest_exceed_first_and_spares_critical() {
-        let mut r = Weighted::new(Pacing::new(0.1, 1.0));
+        let mut r = Weighted::new(Pacing::new(0.1, 1.0, false));
         let mk = |id: u64, class, usage, weight| {
             let mut c = ContainerStats::new(ContainerId(id), JobId(id), class, Time::ZERO);
             c.usage = usage;

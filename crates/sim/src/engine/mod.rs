@@ -184,6 +184,7 @@ impl<'m> Engine<'m> {
             store: cfg.store,
             can_checkpoint: cfg.can_checkpoint,
             can_incremental: cfg.can_incremental,
+            swap_write: cfg.swap_bandwidth,
         };
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut keys = Vec::with_capacity(cfg.nodes);

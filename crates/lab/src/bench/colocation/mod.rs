@@ -6,11 +6,12 @@
 //! watch all of it, so the benchmark is meant for a machine (or VM, see
 //! `scripts/vm`) of its own, with swap. Every scene runs the same script:
 //!
-//! * production is Debian's Redis (`redis-benchmark` GETs over its data, a
-//!   round a second) and PostgreSQL (`pgbench -S`, throttled, its tables in
+//! * production is Debian's Redis (`redis-benchmark` GETs over its data,
+//!   short rounds ten times a second) and PostgreSQL (`pgbench -S`,
+//!   throttled, each at a tenth of what it does alone, its tables in
 //!   the page cache), each in its container, both reserved at their peak;
-//! * from 40% to 60% of the scene Redis takes in a cache fill that brings
-//!   production up to its reservation, then drops it;
+//! * from 40% to 60% of the scene Redis takes in a cache fill (paced over
+//!   3 s) that brings production up to its reservation, then drops it;
 //! * best-effort work is a seeded stream of hash-chain jobs
 //!   ([`batch::job_stream`]), kept queued the whole scene, retried from
 //!   scratch when killed;
@@ -230,6 +231,8 @@ struct Run<'a> {
     capacity: u64,
     reserved: u64,
     headroom: u64,
+    /// The swap file's measured write pace, MB/s, where the run made one.
+    swap_mb_s: Option<f64>,
     jobs: Vec<BeJob>,
     pg_rate: f64,
     redis_round: u64,
@@ -302,7 +305,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
     // Swap: the whole-machine mode needs the machine's own (the VM's zram);
     // the native mode makes a file for the run if the machine has none.
     // Kept until the run ends (then swapped off and removed).
-    let _swap = match plan.native {
+    let swap = match plan.native {
         _ if !host::swaps().map_err(|e| e.to_string())?.areas.is_empty() => None,
         None => {
             return Err("no swap: the comparison needs a machine with swap (scripts/vm gives \
@@ -311,11 +314,16 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         }
         Some(n) => {
             say(&format!("no swap here: a {} MiB swap file for the run", n.swap / MIB));
+            let made = Instant::now();
             let file = overbook_linux::swap::SwapFile::add(&dir, n.swap)
                 .map_err(|e| format!("a swap file in {}: {e}", dir.display()))?;
-            Some(file)
+            // Written and synced: the disk's pace, which swap-outs go at.
+            let mb_s = n.swap as f64 / 1e6 / made.elapsed().as_secs_f64().max(1e-3);
+            say(&format!("swap file written at {mb_s:.0} MB/s: overbook's node.swap_mb_s"));
+            Some((file, mb_s))
         }
     };
+    let swap_mb_s = swap.as_ref().map(|&(_, mb_s)| mb_s);
     let be_chain = dir.join("be-chain");
     std::os::unix::fs::symlink(&plan.overbook, &be_chain)
         .map_err(|e| format!("{}: {e}", be_chain.display()))?;
@@ -341,6 +349,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         capacity,
         reserved,
         headroom: capacity / 10,
+        swap_mb_s,
         jobs: batch::job_stream(plan.seed, 400, capacity),
         pg_rate,
         redis_round,
@@ -365,7 +374,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
             let r = run.scene(policy, repeat, say)?;
             say(&format!(
                 "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms, \
-                 {} jobs done of {} started, {} kills ({} OOM), swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait{}",
+                 {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait{}",
                 r.redis.throughput,
                 r.redis.p99_ms,
                 r.postgres.throughput,
@@ -374,6 +383,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
                 r.batch.started,
                 r.batch.kills,
                 r.oom_kills,
+                r.suspensions,
                 r.swap_peak / MIB,
                 r.available_min / MIB,
                 r.prod_refaults,
@@ -427,14 +437,22 @@ fn node_name(what: &str) -> String {
 }
 
 /// pgbench's rate, as a share of what it reaches alone: low enough that
-/// the drivers' own CPU (under emulation, all of it slow) does not put it
-/// behind its schedule in the isolated scene.
-const PG_SHARE: f64 = 0.2;
+/// the drivers' own CPU does not put it behind its schedule in the
+/// isolated scene (at a fifth, on 2 cores, the isolated scenes' PostgreSQL
+/// p99 strayed ±30% from scene to scene: CPU queueing, not memory).
+const PG_SHARE: f64 = 0.1;
+
+/// Redis's load, as a share of what it reaches alone.
+const REDIS_SHARE: f64 = 0.1;
+
+/// How long Redis's cache fill takes at least (paced, see
+/// [`services::Redis::fill`]).
+const FILL_PACE: Duration = Duration::from_secs(3);
 
 /// Production alone, unthrottled, once: pgbench's rate is [`PG_SHARE`] of
-/// what it reaches, and a Redis round is as many GETs as take about a fifth
-/// of a second. Production then leaves about half of the machine's CPU idle
-/// (under emulation, where everything is CPU).
+/// what it reaches, and Redis's rounds together ask [`REDIS_SHARE`] of what
+/// it answers in a second. Production then leaves most of the machine's
+/// CPU idle.
 fn calibrate(
     programs: &Programs,
     templates: &Templates,
@@ -462,7 +480,9 @@ fn calibrate(
         "redis-benchmark (calibration)",
     )?;
     let per_s = probe as f64 / started.elapsed().as_secs_f64().max(1e-3);
-    let round = overbook_core::convert::to_u64(per_s / 5.0).clamp(200, 100_000);
+    let round =
+        overbook_core::convert::to_u64(per_s * REDIS_SHARE / f64::from(services::REDIS_ROUNDS))
+            .clamp(20, 100_000);
     say(&format!(
         "alone: pgbench -S {tps:.0} tx/s (throttled to {rate:.0}), Redis ~{per_s:.0} GET/s \
          (rounds of {round})"
@@ -598,6 +618,7 @@ impl Run<'_> {
                 self.plan.images.as_deref(),
                 self.capacity,
                 self.headroom,
+                self.swap_mb_s,
             )?)),
         };
         let logs = dir.join("pgbench");
@@ -632,7 +653,7 @@ impl Run<'_> {
                 Manager::Overbook(o) => o.tick(start, &self.jobs, &self.be_chain, p)?,
             }
             if fill.is_none() && !filled && t >= FILL_FROM {
-                fill = Some(redis.fill(self.templates.sizes.redis_burst));
+                fill = Some(redis.fill(self.templates.sizes.redis_burst, FILL_PACE));
                 say(&format!(
                     "{policy}: Redis cache fill at {:.0} s",
                     start.elapsed().as_secs_f64()

@@ -41,6 +41,7 @@ impl OverbookScene {
         images: Option<&Path>,
         capacity: u64,
         headroom: u64,
+        swap_mb_s: Option<f64>,
     ) -> Result<OverbookScene, String> {
         // `overbook` is the agent's default, production-first policy;
         // `overbook-<preemptor>` 000's detector with that preemptor.
@@ -62,8 +63,10 @@ impl OverbookScene {
             ),
         };
         let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
+        // The agent's default where the run found swap it did not make.
+        let swap = swap_mb_s.map_or(String::new(), |mb_s| format!("swap_mb_s = {mb_s:.1}\n"));
         let text = format!(
-            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
+            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n{swap}\
              [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\

@@ -337,8 +337,12 @@ impl Redis {
     /// emulation a redis-cli per object took ~1 s to start, and
     /// redis-benchmark's values are one byte repeated, which zram stores
     /// for nothing; these bytes are pseudo-random, so swapping them costs
-    /// what it would. The thread's answer is the fill's time, seconds.
-    pub fn fill(&self, bytes: u64) -> JoinHandle<Result<f64, String>> {
+    /// what it would. The fill is paced to take `pace` (it runs faster than
+    /// that only if it was behind): at full speed it keeps a CPU busy, and
+    /// on a small machine its CPU would make production's latency vary
+    /// from scene to scene for reasons that are not memory. The thread's
+    /// answer is the fill's time, seconds.
+    pub fn fill(&self, bytes: u64, pace: Duration) -> JoinHandle<Result<f64, String>> {
         let socket = self.socket.clone();
         std::thread::spawn(move || {
             use std::io::Write;
@@ -349,7 +353,11 @@ impl Redis {
             expect_ok(&mut conn)?;
             let mut value = vec![0u8; overbook_core::convert::u64_to_usize(FILL_OBJECT)];
             let mut rng = crate::workload::XorShift(0x9e37_79b9_7f4a_7c15);
-            for i in 0..(bytes / FILL_OBJECT).max(1) {
+            let objects = (bytes / FILL_OBJECT).max(1);
+            for i in 0..objects {
+                // The pace of the fill, not a wait for an event.
+                let due = pace.mul_f64(i as f64 / objects as f64);
+                std::thread::sleep(due.saturating_sub(started.elapsed()));
                 for chunk in value.chunks_exact_mut(8) {
                     chunk.copy_from_slice(&rng.next().to_le_bytes());
                 }
@@ -474,9 +482,16 @@ pub struct Measured {
     pub failures: Vec<String>,
 }
 
+/// Rounds of Redis's load a second.
+pub const REDIS_ROUNDS: u32 = 10;
+const REDIS_ROUND: Duration = Duration::from_millis(1000 / REDIS_ROUNDS as u64);
+
 /// Redis's load: `redis-benchmark` GETs over the base keys in rounds of
-/// `per_round` requests, one round a second (a service with idle time, so
-/// best-effort work has CPU to run on), until stopped.
+/// `per_round` requests, [`REDIS_ROUNDS`] rounds a second (a service with
+/// idle time, so best-effort work has CPU to run on), until stopped. Short
+/// rounds, often: one long round a second held both CPUs of a small
+/// machine for a fifth of a second, and PostgreSQL's tail was then that
+/// round's length.
 pub fn redis_load(
     programs: &Programs,
     redis: &Redis,
@@ -507,7 +522,7 @@ pub fn redis_load(
                 Err(e) => m.failures.push(e),
             }
             // The pace of the load, not a wait for an event.
-            std::thread::sleep(Duration::from_secs(1).saturating_sub(round.elapsed()));
+            std::thread::sleep(REDIS_ROUND.saturating_sub(round.elapsed()));
         }
         Ok(m)
     })
