@@ -9,6 +9,7 @@ mod checkpointing;
 mod durable;
 mod executor;
 mod supervisor;
+mod swap_out;
 
 use crate::checkpoint::ImageStore;
 use crate::config::AgentConfig;
@@ -138,6 +139,8 @@ pub struct Agent<C> {
     pre_dump_interval: Option<Duration>,
     /// Tasks whose pre-dump failed, and when to try again.
     pre_dump_backoff: BTreeMap<ContainerId, Time>,
+    /// Frozen containers' memory on its way to swap, off the loop.
+    swap_outs: swap_out::SwapOuts,
 }
 
 impl<C> Agent<C> {
@@ -264,6 +267,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             images,
             pre_dump_interval,
             pre_dump_backoff: BTreeMap::new(),
+            swap_outs: swap_out::SwapOuts::default(),
         })
     }
 
@@ -301,6 +305,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // Supervise: tasks that exited, requeued tasks whose backoff ended.
         self.reap(now);
         self.requeue_after_backoff(now);
+        self.collect_swap_outs(now);
         // Sample: every container, or (calm node) nothing.
         if !self.sample_node(now, &mut tick)? {
             return Ok(tick);

@@ -130,6 +130,58 @@ fn a_frozen_container_is_resumed_when_memory_is_back_even_by_a_restarted_agent()
     assert_eq!(node.cg.freezer_state(&be_path).expect("read").done(), Some(FreezerState::Thawed));
 }
 
+/// A freeze-and-swap-out freezes at once and pushes the memory out on a
+/// thread of its own, so the agent keeps ticking; its end is told as an
+/// event of its own, after the preemption's, with what the kernel took.
+/// Needs swap: the VM has it (zram); a host without it says so loudly.
+/// (Swap is not made here for the test: it would change what the tests
+/// running beside it see.)
+#[test]
+fn a_swap_out_runs_off_the_agent_s_loop_and_its_end_is_told() {
+    let swaps = overbook_linux::host::swaps().expect("/proc/swaps");
+    if swaps.areas.is_empty() {
+        let why = "this machine has no swap";
+        let flag = |k: &str| std::env::var(k).is_ok_and(|v| v == "1");
+        assert!(
+            !flag("OVERBOOK_VM") && (flag("OVERBOOK_NOT_VM") || flag("OVERBOOK_ALLOW_SKIP")),
+            "the swap-out test cannot run here: {why} (it runs in the VM: `scripts/vm test`)"
+        );
+        eprintln!(
+            "\n!!!!! swap-out test: CANNOT RUN: {why}; NOT RUN on this host (told it is not \
+             the VM): it runs in the cgroup v2 VM (`scripts/vm test --only real_node`)\n"
+        );
+        return;
+    }
+    let Some(mut node) = Node::new("swapout", 256 * MIB) else { return };
+    node.hog("be-big", 96, None);
+    let mut agent = node.agent(KILL);
+    let start = Instant::now();
+    let big = |a: &Agent<_>| {
+        a.status().containers.iter().any(|c| c.name == "be-big" && c.usage >= 90 * MIB)
+    };
+    run_for(&mut agent, start, Duration::from_secs(20), big);
+    assert!(big(&agent), "the hog holds its 96 MiB");
+    let order = overbook_agent::tasks::PreemptRequest {
+        name: "be-big".into(),
+        how: "freeze-and-swap-out".into(),
+    };
+    let now = Time::from_duration(start.elapsed());
+    let reply = agent.preempt_by_name(now, &order).expect("preempts");
+    assert_eq!(reply["preempted"], true, "{reply}");
+    let path = node.root.child("be-big").expect("valid");
+    assert_eq!(node.cg.freezer_state(&path).expect("read").done(), Some(FreezerState::Frozen));
+    run_for(&mut agent, start, Duration::from_secs(60), |a| !kinds(a, "swapped-out").is_empty());
+    let order_of = |kind: &str| agent.events().recent().position(|e| e.kind.as_str() == kind);
+    let (preempted, swapped) = (order_of("preempted"), order_of("swapped-out"));
+    assert!(preempted.is_some() && swapped > preempted, "{preempted:?} {swapped:?}");
+    let done = &kinds(&agent, "swapped-out")[0];
+    let got = done["detail"]["reclaimed"].as_u64().unwrap_or(0);
+    assert!(got >= 48 * MIB, "the kernel took {got} of 96 MiB: {done}");
+    let limit = node.cg.limit(&path).expect("read").done().expect("there");
+    assert_eq!(limit, Limit::Unlimited, "the limit is put back after the squeeze");
+    drop(agent);
+}
+
 #[test]
 fn a_best_effort_run_waits_until_its_memory_fits_then_runs_and_finishes() {
     use overbook_agent::tasks::RunRequest;

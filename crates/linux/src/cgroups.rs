@@ -8,6 +8,7 @@
 //! container may find it gone: that is [`Outcome::Vanished`], not an error.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::container::{
@@ -83,6 +84,11 @@ pub trait ContainerCgroups {
     fn pressure_file(&self, container: &ContainerPath) -> Option<PathBuf>;
 }
 
+/// A reclaim that can run on its own thread (see
+/// [`ContainerControl::background_reclaim`]).
+pub type ReclaimFn =
+    Arc<dyn Fn(&ContainerPath, u64) -> Result<Outcome<u64>, CgroupError> + Send + Sync>;
+
 /// Preempting and protecting containers.
 pub trait ContainerControl {
     /// Whether a container is running, freezing or frozen.
@@ -114,6 +120,11 @@ pub trait ContainerControl {
     /// back at once). Returns the bytes its usage fell by; the kernel may
     /// take less than asked (memory it cannot drop or swap).
     fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError>;
+
+    /// [`reclaim`](Self::reclaim), callable from another thread: a
+    /// frozen container's swap-out takes as long as the disk needs, and
+    /// whoever watches the node must not wait for it.
+    fn background_reclaim(&self) -> ReclaimFn;
 
     /// Drops the page cache still charged to a container with no process
     /// left (v1 `memory.force_empty`, v2 `memory.reclaim`), so that memory

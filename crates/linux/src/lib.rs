@@ -42,7 +42,7 @@ mod sys;
 mod v1;
 mod v2;
 
-pub use cgroups::{ContainerCgroups, ContainerControl};
+pub use cgroups::{ContainerCgroups, ContainerControl, ReclaimFn};
 pub use container::{
     CgroupVersion, ContainerPath, CpuShare, Discovery, InvalidContainerPath, KillMethod,
     KillReport, MemoryCounters, Outcome, Protection, SwapPolicy,

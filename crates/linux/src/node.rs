@@ -128,6 +128,9 @@ impl<T: ContainerControl + ?Sized> ContainerControl for Box<T> {
     fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
         (**self).reclaim(container, bytes)
     }
+    fn background_reclaim(&self) -> crate::cgroups::ReclaimFn {
+        (**self).background_reclaim()
+    }
     fn release_empty(&self, container: &ContainerPath) -> Result<Outcome<()>, CgroupError> {
         (**self).release_empty(container)
     }

@@ -309,6 +309,11 @@ impl ContainerControl for V1Cgroups {
         report
     }
 
+    fn background_reclaim(&self) -> crate::cgroups::ReclaimFn {
+        let cgroups = self.clone();
+        std::sync::Arc::new(move |container, bytes| cgroups.reclaim(container, bytes))
+    }
+
     fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
         let dir = self.memory_dir(container);
         let usage_file = dir.join("memory.usage_in_bytes");

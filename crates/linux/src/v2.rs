@@ -268,6 +268,11 @@ impl ContainerControl for V2Cgroups {
         report
     }
 
+    fn background_reclaim(&self) -> crate::cgroups::ReclaimFn {
+        let cgroups = self.clone();
+        std::sync::Arc::new(move |container, bytes| cgroups.reclaim(container, bytes))
+    }
+
     fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
         let dir = self.dir(container);
         let current = dir.join("memory.current");

@@ -89,12 +89,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     done = self.checkpoint_fallback();
                     fallback = Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
                     self.intend_kill(now, id, done);
-                    self.suspend_or_kill(done, &path, usage)
+                    self.suspend_or_kill(id, done, &path, usage)
                 }
             },
             other => {
                 self.intend_kill(now, id, other);
-                self.suspend_or_kill(other, &path, usage)
+                self.suspend_or_kill(id, other, &path, usage)
             }
         };
         if done == Preemption::Kill && !matches!(result, Ok(Outcome::Done(_))) {
@@ -190,7 +190,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     /// Kills, freezes, or freezes and swaps out a container.
     pub(super) fn suspend_or_kill(
-        &self,
+        &mut self,
+        id: ContainerId,
         how: Preemption,
         path: &ContainerPath,
         usage: u64,
@@ -201,33 +202,29 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 .cgroups()
                 .freeze(path, SETTLE)
                 .map(|o| o.map(|()| PreemptReport::default())),
-            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(path, usage),
+            Preemption::FreezeAndSwapOut => self.freeze_and_swap_out(id, path, usage),
             _ => self.view.cgroups().kill(path).map(|o| o.map(|r| kill_report(&r))),
         }
     }
 
-    /// Freezes a container, then pushes its memory out (v2
-    /// `memory.reclaim`; v1 a squeezed limit), so production gets the RAM
-    /// while the work stays.
+    /// Freezes a container, then has its memory pushed out (v2
+    /// `memory.reclaim`; v1 a squeezed limit) off the loop
+    /// ([`super::swap_out`]), so production gets the RAM while the work
+    /// stays and the agent keeps watching.
     pub(super) fn freeze_and_swap_out(
-        &self,
+        &mut self,
+        id: ContainerId,
         path: &ContainerPath,
         usage: u64,
     ) -> Result<Outcome<PreemptReport>, CgroupError> {
         if let Outcome::Vanished = self.view.cgroups().freeze(path, SETTLE)? {
             return Ok(Outcome::Vanished);
         }
-        let started = Instant::now();
         // Frozen: it cannot fault its pages back, so all of it may go.
-        let reclaimed = match self.view.cgroups().reclaim(path, usage.max(1)) {
-            Ok(Outcome::Done(got)) => json!(got),
-            Ok(Outcome::Vanished) => return Ok(Outcome::Vanished),
-            // Frozen but still resident: the kernel takes it first, later.
-            Err(e) => json!({ "error": e.to_string() }),
-        };
+        let reclaim = self.view.cgroups().background_reclaim();
+        self.swap_outs.start(id, path.clone(), usage.max(1), reclaim);
         Ok(Outcome::Done(PreemptReport {
-            reclaimed: Some(reclaimed),
-            swap_out_us: Some(overbook_core::convert::u128_to_u64(started.elapsed().as_micros())),
+            reclaimed: Some(json!("under way: see its swapped-out event")),
             ..PreemptReport::default()
         }))
     }
@@ -325,6 +322,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             self.record(now, EventKind::NotSupported, None, json!({ "action": what }));
             return;
         };
+        // Thawed before its swap-out ended, it would run squeezed (v1).
+        if let Some(done) = self.swap_outs.wait(id) {
+            self.record_swap_out(now, done);
+        }
         match self.view.cgroups().thaw(&path, SETTLE) {
             Ok(Outcome::Done(())) => {
                 self.resumes += 1;

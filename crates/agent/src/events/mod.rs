@@ -70,6 +70,8 @@ event_kinds! {
     Preempted = "preempted",
     /// A running task's pre-dump (images, pages, bytes, took_s).
     PreDumped = "pre-dumped",
+    /// A frozen container's swap-out ended (asked, reclaimed bytes or why not, swap_out_us); it runs off the agent's loop.
+    SwappedOut = "swapped-out",
     /// A pre-dump failed, with CRIU's reason.
     PreDumpFailed = "pre-dump-failed",
     /// A preempted container resumed: thawed, or restored (restore_s, bytes, progress_s).

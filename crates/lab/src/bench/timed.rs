@@ -104,6 +104,9 @@ impl<C: ContainerControl> ContainerControl for Timed<C> {
     fn reclaim(&self, container: &ContainerPath, bytes: u64) -> Result<Outcome<u64>, CgroupError> {
         self.inner.reclaim(container, bytes)
     }
+    fn background_reclaim(&self) -> overbook_linux::ReclaimFn {
+        self.inner.background_reclaim()
+    }
     fn protect(
         &self,
         container: &ContainerPath,
