@@ -90,7 +90,7 @@ mod tests {
         (
             "detector",
             "production-first",
-            &["tolerance", "production_tolerance", "min_rate", "floor"],
+            &["tolerance", "production_tolerance", "min_rate", "production_stall", "floor"],
         ),
         ("detector", "fault-rate", &["threshold", "duration", "rss_growth"]),
         ("ranker", "memory-per-runtime", &[]),

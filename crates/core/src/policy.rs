@@ -319,6 +319,7 @@ mod production_first_tests {
                 tolerance: 3.0,
                 production_tolerance: 0.3,
                 min_rate: 1.0,
+                production_stall: 0.1,
                 floor: 0.0,
             },
             preemptor: PreemptorConfig::ProductionFirst { incremental: true, production_wait: 0.5 },

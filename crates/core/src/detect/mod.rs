@@ -7,6 +7,7 @@
 mod constraint_thrashing;
 mod fault_rate;
 mod production_first;
+mod production_stall;
 mod samples;
 mod r#static;
 mod threshold;
@@ -102,6 +103,12 @@ pub enum DetectorConfig {
         production_tolerance: f64,
         #[serde(default = "default_min_rate")]
         min_rate: f64,
+        /// The share of time a production or critical container's tasks
+        /// may wait on memory (its cgroup's PSI `some`, where the kernel
+        /// gives it) before it counts as stalling, held for
+        /// `production_tolerance`. 0: not watched.
+        #[serde(default = "default_production_stall")]
+        production_stall: f64,
         /// Available memory kept free for production, a fraction of the
         /// node's capacity: below it a best-effort container pays before
         /// anyone thrashes. 0: no floor.
@@ -131,6 +138,9 @@ fn default_tolerance() -> f64 {
 }
 fn default_production_tolerance() -> f64 {
     0.3
+}
+fn default_production_stall() -> f64 {
+    0.1
 }
 fn default_floor() -> f64 {
     0.05
@@ -164,6 +174,7 @@ impl DetectorConfig {
             tolerance: default_tolerance(),
             production_tolerance: default_production_tolerance(),
             min_rate: default_min_rate(),
+            production_stall: default_production_stall(),
             floor: default_floor(),
         }
     }
@@ -219,11 +230,13 @@ impl DetectorConfig {
                 tolerance,
                 production_tolerance,
                 min_rate,
+                production_stall,
                 floor,
             } => {
                 check_above_zero("tolerance", tolerance, MAX_WINDOW_SECS)?;
                 check_above_zero("production_tolerance", production_tolerance, tolerance)?;
                 check_above_zero("min_rate", min_rate, MAX_RATE)?;
+                crate::config::check_range("production_stall", production_stall, 0.0, 1.0)?;
                 crate::config::check_range("floor", floor, 0.0, 0.5)
             }
             DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
@@ -247,14 +260,21 @@ impl DetectorConfig {
                 tolerance,
                 production_tolerance,
                 min_rate,
+                production_stall,
                 floor,
             } => {
+                let stall = (production_stall > 0.0).then(|| {
+                    production_stall::ProductionStall::new(
+                        production_stall,
+                        secs(production_tolerance.min(tolerance)),
+                    )
+                });
                 let thrashing = constraint_thrashing::ConstraintThrashing::production_first(
                     secs(tolerance),
                     secs(production_tolerance),
                     min_rate,
                 );
-                Box::new(production_first::ProductionFirst::new(thrashing, floor))
+                Box::new(production_first::ProductionFirst::new(thrashing, stall, floor))
             }
             DetectorConfig::FaultRate { threshold, duration, rss_growth } => {
                 Box::new(fault_rate::FaultRate::new(threshold, secs(duration), rss_growth))

@@ -11,6 +11,7 @@
 //! (with its `headroom` at least the floor) never fills that room itself.
 
 use super::constraint_thrashing::ConstraintThrashing;
+use super::production_stall::ProductionStall;
 use super::threshold::Threshold;
 use super::{Detector, Verdict};
 use crate::model::{ContainerId, Observation};
@@ -18,19 +19,43 @@ use crate::model::{ContainerId, Observation};
 #[derive(Debug)]
 pub(super) struct ProductionFirst {
     thrashing: ConstraintThrashing,
+    /// Production's PSI stall; none when its share is 0.
+    stall: Option<ProductionStall>,
     /// No floor when the fraction is 0.
     floor: Option<Threshold>,
-    /// Whether the floor fired last: a preemption then clears only the
-    /// floor's episode. Production thrashing meanwhile keeps its count; were
-    /// it cleared too, a floor firing every window would keep production's
-    /// own evidence from ever reaching its tolerance.
-    floor_fired: bool,
+    /// Which part fired last: a preemption then clears only its episode.
+    /// Production thrashing meanwhile keeps its count; were it cleared too,
+    /// a floor firing every window would keep production's own evidence
+    /// from ever reaching its tolerance.
+    fired: Part,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Part {
+    Thrashing,
+    Stall,
+    Floor,
 }
 
 impl ProductionFirst {
-    pub fn new(thrashing: ConstraintThrashing, floor: f64) -> ProductionFirst {
+    pub fn new(
+        thrashing: ConstraintThrashing,
+        stall: Option<ProductionStall>,
+        floor: f64,
+    ) -> ProductionFirst {
         let floor = (floor > 0.0).then(|| Threshold::new(floor));
-        ProductionFirst { thrashing, floor, floor_fired: false }
+        ProductionFirst { thrashing, stall, floor, fired: Part::Thrashing }
+    }
+}
+
+/// The earlier of two verdicts' next looks (`Calm` has none).
+fn sooner(a: Verdict, b: Verdict) -> Verdict {
+    match (a, b) {
+        (Verdict::Watching { decide_at: x }, Verdict::Watching { decide_at: y }) => {
+            Verdict::Watching { decide_at: x.min(y) }
+        }
+        (Verdict::Calm, other) | (other, Verdict::Calm) => other,
+        (a, _) => a,
     }
 }
 
@@ -41,13 +66,19 @@ impl Detector for ProductionFirst {
 
     fn observe(&mut self, obs: &Observation<'_>) -> Verdict {
         let thrashing = self.thrashing.observe(obs);
-        self.floor_fired = false;
+        self.fired = Part::Thrashing;
         if matches!(thrashing, Verdict::Fire(_)) {
             return thrashing;
         }
+        let stall = self.stall.as_mut().map_or(Verdict::Calm, |s| s.observe(obs));
+        if matches!(stall, Verdict::Fire(_)) {
+            self.fired = Part::Stall;
+            return stall;
+        }
+        let watching = sooner(thrashing, stall);
         match self.floor.as_mut().map(|f| f.observe(obs)) {
             Some(Verdict::Fire(mut trigger)) => {
-                self.floor_fired = true;
+                self.fired = Part::Floor;
                 trigger.reason = format!("making room for production: {}", trigger.reason);
                 // The floor is a margin: production is not stalling yet,
                 // so the victim may keep its work (a freeze or a dump that
@@ -60,22 +91,23 @@ impl Detector for ProductionFirst {
                 trigger.protected_stalled = false;
                 Verdict::Fire(trigger)
             }
-            _ => thrashing,
+            _ => watching,
         }
     }
 
     fn clear(&mut self) {
-        if self.floor_fired {
-            if let Some(f) = &mut self.floor {
-                f.clear();
-            }
-        } else {
-            self.thrashing.clear();
+        match self.fired {
+            Part::Thrashing => self.thrashing.clear(),
+            Part::Stall => self.stall.iter_mut().for_each(ProductionStall::clear),
+            Part::Floor => self.floor.iter_mut().for_each(Threshold::clear),
         }
     }
 
     fn forget(&mut self, id: ContainerId) {
         self.thrashing.forget(id);
+        if let Some(s) = &mut self.stall {
+            s.forget(id);
+        }
     }
 }
 
@@ -94,7 +126,7 @@ mod tests {
             Duration::from_millis(300),
             1.0,
         );
-        ProductionFirst::new(thrashing, floor)
+        ProductionFirst::new(thrashing, None, floor)
     }
 
     fn look(d: &mut ProductionFirst, secs: f64, available: u64, refaults: u64) -> Verdict {
@@ -163,5 +195,31 @@ mod tests {
             }
         }
         assert_eq!(own, Some(3), "production's own evidence at 0.3 s");
+    }
+
+    /// Where the kernel gives a cgroup's PSI (v2), production's stall on
+    /// memory is acted on in its tolerance even when no counter climbs.
+    #[test]
+    fn production_s_psi_stall_fires_within_its_tolerance() {
+        let mut d = crate::detect::DetectorConfig::production_first().build();
+        let mut fired = None;
+        for i in 0..10u32 {
+            let mut prod =
+                ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
+            // Half of every 100 ms stalled, no fault nor refault.
+            prod.stall = Some(Duration::from_millis(50 * u64::from(i)));
+            let v = d.observe(&Observation {
+                now: Time::from_secs_f64(f64::from(i) / 10.0),
+                node: NodeStats { capacity: 10 * GB, available: 5 * GB, ..NodeStats::default() },
+                containers: &[prod],
+            });
+            if let Verdict::Fire(t) = v {
+                fired = Some((i, t));
+                break;
+            }
+        }
+        let (i, t) = fired.expect("fires");
+        assert_eq!(i, 3, "0.3 s after the stall began");
+        assert!(t.protected_stalled && t.reason.contains("PSI"), "{}", t.reason);
     }
 }
