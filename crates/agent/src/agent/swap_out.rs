@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-type Swapped = Result<Outcome<u64>, CgroupError>;
+/// What the kernel took, and how long the swap-out took on its thread.
+type Swapped = (Result<Outcome<u64>, CgroupError>, Duration);
 
 /// The swap-outs under way, one per frozen container at most.
 #[derive(Debug, Default)]
@@ -32,7 +33,6 @@ pub(super) struct SwapOuts {
 struct Running {
     path: ContainerPath,
     asked: u64,
-    started: Instant,
     handle: JoinHandle<Swapped>,
 }
 
@@ -49,8 +49,11 @@ impl SwapOuts {
     /// Starts pushing `bytes` of the (frozen) container's memory out.
     pub fn start(&mut self, id: ContainerId, path: ContainerPath, bytes: u64, reclaim: ReclaimFn) {
         let on_thread = path.clone();
-        let handle = std::thread::spawn(move || reclaim(&on_thread, bytes));
-        let running = Running { path, asked: bytes, started: Instant::now(), handle };
+        let handle = std::thread::spawn(move || {
+            let started = Instant::now();
+            (reclaim(&on_thread, bytes), started.elapsed())
+        });
+        let running = Running { path, asked: bytes, handle };
         if let Some(earlier) = self.running.insert(id, running) {
             // Not expected (a frozen container is not preempted again);
             // its thread still ends, and is waited for here.
@@ -72,11 +75,11 @@ impl SwapOuts {
     /// Waits for the container's swap-out, if one is under way.
     pub fn wait(&mut self, id: ContainerId) -> Option<SwapOutDone> {
         let r = self.running.remove(&id)?;
-        let result = match r.handle.join() {
-            Ok(swapped) => swapped.map_err(|e| e.to_string()),
-            Err(_) => Err("the swap-out's thread panicked".to_string()),
+        let (result, took) = match r.handle.join() {
+            Ok((swapped, took)) => (swapped.map_err(|e| e.to_string()), took),
+            Err(_) => (Err("the swap-out's thread panicked".to_string()), Duration::ZERO),
         };
-        Some(SwapOutDone { path: r.path, asked: r.asked, took: r.started.elapsed(), result })
+        Some(SwapOutDone { path: r.path, asked: r.asked, took, result })
     }
 }
 

@@ -80,15 +80,16 @@ impl Detector for ProductionFirst {
             Some(Verdict::Fire(mut trigger)) => {
                 self.fired = Part::Floor;
                 trigger.reason = format!("making room for production: {}", trigger.reason);
-                // The floor is a margin: production is not stalling yet,
-                // so the victim may keep its work (a freeze or a dump that
-                // frees its memory in seconds). Should production stall
-                // meanwhile, its own evidence fires within its tolerance
-                // and then only a quick way is open. Counting the floor as
-                // a stall killed every victim in the simulator (charon-loads
-                // X2: 1258 kills, best-effort JCR 77%; as a margin 525 kills,
-                // 2060 freezes, 78%, and production thrashed no more).
-                trigger.protected_stalled = false;
+                // Room is made for production while its demand rises: a
+                // victim must free its memory within what production can
+                // wait (a kill, or a freeze or dump that quick). Taken as a
+                // margin instead (a victim's work kept at leisure), the
+                // floor's freezes kept every job's work on the real node
+                // but their swap traffic cost production its tail
+                // (PostgreSQL p99 2-3x isolated against about 1.2x with
+                // kills; the simulator too: production's thrashing 1.7
+                // task-hours at X2 against 0.9, best-effort JCR 78% and 77%).
+                trigger.protected_stalled = true;
                 Verdict::Fire(trigger)
             }
             _ => watching,
@@ -145,7 +146,7 @@ mod tests {
         assert_eq!(look(&mut d, 0.0, 2 * GB, 0), Verdict::Calm);
         let Verdict::Fire(t) = look(&mut d, 0.1, GB - 1, 0) else { panic!("fires below 10%") };
         assert!(t.reason.starts_with("making room for production"), "{}", t.reason);
-        assert!(!t.protected_stalled, "a margin, not production stalling");
+        assert!(t.protected_stalled, "room is made at once, not at leisure");
         assert_eq!(look(&mut d, 0.2, GB, 0), Verdict::Calm, "at the floor: calm");
         // No floor: only thrashing counts.
         let mut d = detector(0.0);

@@ -231,8 +231,6 @@ struct Run<'a> {
     capacity: u64,
     reserved: u64,
     headroom: u64,
-    /// The swap file's measured write pace, MB/s, where the run made one.
-    swap_mb_s: Option<f64>,
     jobs: Vec<BeJob>,
     pg_rate: f64,
     redis_round: u64,
@@ -305,7 +303,7 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
     // Swap: the whole-machine mode needs the machine's own (the VM's zram);
     // the native mode makes a file for the run if the machine has none.
     // Kept until the run ends (then swapped off and removed).
-    let swap = match plan.native {
+    let _swap = match plan.native {
         _ if !host::swaps().map_err(|e| e.to_string())?.areas.is_empty() => None,
         None => {
             return Err("no swap: the comparison needs a machine with swap (scripts/vm gives \
@@ -314,16 +312,11 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         }
         Some(n) => {
             say(&format!("no swap here: a {} MiB swap file for the run", n.swap / MIB));
-            let made = Instant::now();
             let file = overbook_linux::swap::SwapFile::add(&dir, n.swap)
                 .map_err(|e| format!("a swap file in {}: {e}", dir.display()))?;
-            // Written and synced: the disk's pace, which swap-outs go at.
-            let mb_s = n.swap as f64 / 1e6 / made.elapsed().as_secs_f64().max(1e-3);
-            say(&format!("swap file written at {mb_s:.0} MB/s: overbook's node.swap_mb_s"));
-            Some((file, mb_s))
+            Some(file)
         }
     };
-    let swap_mb_s = swap.as_ref().map(|&(_, mb_s)| mb_s);
     let be_chain = dir.join("be-chain");
     std::os::unix::fs::symlink(&plan.overbook, &be_chain)
         .map_err(|e| format!("{}: {e}", be_chain.display()))?;
@@ -349,7 +342,6 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         capacity,
         reserved,
         headroom: capacity / 10,
-        swap_mb_s,
         jobs: batch::job_stream(plan.seed, 400, capacity),
         pg_rate,
         redis_round,
@@ -618,7 +610,6 @@ impl Run<'_> {
                 self.plan.images.as_deref(),
                 self.capacity,
                 self.headroom,
-                self.swap_mb_s,
             )?)),
         };
         let logs = dir.join("pgbench");

@@ -41,7 +41,6 @@ impl OverbookScene {
         images: Option<&Path>,
         capacity: u64,
         headroom: u64,
-        swap_mb_s: Option<f64>,
     ) -> Result<OverbookScene, String> {
         // `overbook` is the agent's default, production-first policy;
         // `overbook-<preemptor>` 000's detector with that preemptor.
@@ -63,10 +62,12 @@ impl OverbookScene {
             ),
         };
         let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
-        // The agent's default where the run found swap it did not make.
-        let swap = swap_mb_s.map_or(String::new(), |mb_s| format!("swap_mb_s = {mb_s:.1}\n"));
+        // `node.swap_mb_s` is left at the agent's default: the swap file's
+        // own write pace (1.7 GB/s, sequential) said nothing of a
+        // swap-out's (170-260 MB in 0.2-1.6 s), and freezes promised at
+        // that pace held production's memory for seconds.
         let text = format!(
-            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n{swap}\
+            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
              [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
