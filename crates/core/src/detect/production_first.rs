@@ -9,6 +9,8 @@
 //! keeps a floor of available memory: below `floor` × capacity a
 //! best-effort container pays before production has to wait. The launcher
 //! (with its `headroom` at least the floor) never fills that room itself.
+//! Where the kernel measures a cgroup's own stall (v2 PSI), production's
+//! stall fires too ([`super::production_stall`]).
 
 use super::constraint_thrashing::ConstraintThrashing;
 use super::production_stall::ProductionStall;
