@@ -75,11 +75,10 @@ pub struct PreemptReport {
     pub reaped: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_reaped: Option<u64>,
-    /// Freeze and swap-out: bytes the kernel took, or why not.
+    /// Freeze and swap-out: that the swap-out is under way (its end, what
+    /// the kernel took and how long it took, is its `swapped-out` event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swap_out_us: Option<u64>,
     /// Checkpoint: the image directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<String>,
