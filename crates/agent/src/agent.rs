@@ -6,6 +6,7 @@
 //! ([`crate::daemon`]) only adds the waiting.
 
 mod checkpointing;
+mod dumping;
 mod durable;
 mod executor;
 mod supervisor;
@@ -141,6 +142,8 @@ pub struct Agent<C> {
     pre_dump_backoff: BTreeMap<ContainerId, Time>,
     /// Frozen containers' memory on its way to swap, off the loop.
     swap_outs: swap_out::SwapOuts,
+    /// The checkpoint under way, off the loop, and the victims queued for it.
+    dumps: dumping::Dumps,
 }
 
 impl<C> Agent<C> {
@@ -160,6 +163,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let (wants_images, incremental) = match config.policy.preemptor {
             PreemptorConfig::Checkpoint { incremental } => (true, incremental),
             PreemptorConfig::Adaptive { incremental } => (true, incremental),
+            PreemptorConfig::ProductionFirst { incremental, .. } => (true, incremental),
             _ => (false, false),
         };
         // CRIU is probed (and the store measured) only when the preemptor
@@ -268,6 +272,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             pre_dump_interval,
             pre_dump_backoff: BTreeMap::new(),
             swap_outs: swap_out::SwapOuts::default(),
+            dumps: dumping::Dumps::default(),
         })
     }
 
@@ -306,6 +311,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.reap(now);
         self.requeue_after_backoff(now);
         self.collect_swap_outs(now);
+        self.collect_dumps(now, &mut tick);
         // Sample: every container, or (calm node) nothing.
         if !self.sample_node(now, &mut tick)? {
             return Ok(tick);
@@ -315,8 +321,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // Decide and execute: the core's step, each action carried out
         // (`executor`), each task's state persisted on the way.
         self.step_policy(now, &mut tick);
-        // Prepare: a pre-dump, so a later checkpoint writes little.
-        if tick.preempted.is_empty() {
+        // Prepare: a pre-dump, so a later checkpoint writes little (not
+        // while a dump takes the store).
+        if tick.preempted.is_empty() && !self.dumps.busy() {
             self.pre_dump_one(now);
         }
         Ok(tick)
@@ -361,7 +368,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.actions.clear();
         let obs = Observation { now, node: self.sample.node, containers: &self.sample.containers };
         let decided = Instant::now();
-        tick.wake_at = self.policy.step(&obs, Duration::ZERO, &mut self.actions);
+        let backlog = self.dump_backlog();
+        tick.wake_at = self.policy.step(&obs, backlog, &mut self.actions);
         self.wake_at = tick.wake_at;
         let actions = std::mem::take(&mut self.actions);
         for action in &actions {
@@ -524,6 +532,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             );
         }
         for id in std::mem::take(&mut self.sample.emptied) {
+            // Emptied by CRIU at its dump's end: the dump's end removes it.
+            if self.dumps.involves(id) {
+                continue;
+            }
             let Some(k) = self.view.by_id(id) else { continue };
             let path = k.path.clone();
             let before = k.counters.usage;

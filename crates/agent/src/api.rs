@@ -84,8 +84,9 @@ impl Claim {
 
 /// How long a client waits for the loop to take its run request.
 const SUBMIT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client waits for a preemption: a checkpoint's dump runs in
-/// the loop and takes as long as CRIU needs (bounded by its timeout).
+/// How long a client waits for a preemption: a checkpoint's dump, waited
+/// for unless the request says not to, takes as long as CRIU needs
+/// (bounded by its timeout).
 const PREEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Default)]

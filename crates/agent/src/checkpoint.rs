@@ -97,6 +97,32 @@ pub enum Claim {
     Theirs(String),
 }
 
+/// CRIU's dumps, apart from the store so that a dump can run on a thread
+/// of its own while the agent keeps watching the node.
+#[derive(Clone, Debug)]
+pub struct Dumper {
+    criu: Criu,
+}
+
+impl Dumper {
+    /// Dumps the tree rooted at `root` into `dir` (from
+    /// [`ImageStore::dump_dir`]), incremental on `prev`; CRIU kills the tree
+    /// when the image is complete. A failed dump leaves the tree running
+    /// and removes what it wrote.
+    pub fn dump(
+        &self,
+        root: Pid,
+        dir: &Path,
+        prev: Option<&Path>,
+    ) -> Result<Outcome<DumpReport>, CriuError> {
+        let out = self.criu.dump(root, dir, prev, &TreeOptions::default());
+        if !matches!(out, Ok(Outcome::Done(_))) {
+            let _ = fs::remove_dir_all(dir);
+        }
+        out
+    }
+}
+
 /// Which kind of image a chain member is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageKind {
@@ -271,20 +297,10 @@ impl ImageStore {
         self.next_dir(name, prev, ImageKind::Dump)
     }
 
-    /// Dumps the tree rooted at `root` into `dir` (from [`Self::dump_dir`]),
-    /// incremental on `prev`; CRIU kills the tree when the image is complete.
-    /// A failed dump leaves the tree running and removes what it wrote.
-    pub fn dump(
-        &self,
-        root: Pid,
-        dir: &Path,
-        prev: Option<&Path>,
-    ) -> Result<Outcome<DumpReport>, CriuError> {
-        let out = self.criu()?.dump(root, dir, prev, &TreeOptions::default());
-        if !matches!(out, Ok(Outcome::Done(_))) {
-            let _ = fs::remove_dir_all(dir);
-        }
-        out
+    /// What dumps a tree on another thread than the agent's loop (see
+    /// [`Dumper::dump`]).
+    pub fn dumper(&self) -> Result<Dumper, CriuError> {
+        Ok(Dumper { criu: self.criu()?.clone() })
     }
 
     /// Restores the tree dumped in `dir` into the cgroups of `join_files`.

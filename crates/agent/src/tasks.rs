@@ -86,6 +86,15 @@ pub struct PreemptRequest {
     /// when the task has a pre-dump), `full-checkpoint`, or `policy`: what
     /// the configured preemptor would choose (`adaptive`: 004 Algorithm 1).
     pub how: String,
+    /// Whether the reply waits for a checkpoint's dump (else it comes once
+    /// the dump began, and the dump's end is a `preempted` event). Other
+    /// ways are done at once either way.
+    #[serde(default = "waits")]
+    pub wait: bool,
+}
+
+fn waits() -> bool {
+    true
 }
 
 /// One task the agent manages.

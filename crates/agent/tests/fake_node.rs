@@ -126,7 +126,7 @@ fn kinds<C>(agent: &Agent<C>) -> Vec<String> {
 }
 
 fn order(name: &str, how: &str) -> PreemptRequest {
-    PreemptRequest { name: name.into(), how: how.into() }
+    PreemptRequest { name: name.into(), how: how.into(), wait: true }
 }
 
 #[test]

@@ -87,6 +87,11 @@ pub struct PreemptArgs {
     /// when there is one) or full-checkpoint.
     #[arg(long, default_value = "checkpoint")]
     how: String,
+    /// Return once a checkpoint's dump began instead of when it ended (the
+    /// agent dumps off its loop either way; its end is a `preempted` event,
+    /// see `overbook events`).
+    #[arg(long)]
+    no_wait: bool,
     /// The agent's API socket.
     #[arg(long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
@@ -397,7 +402,11 @@ pub fn adopt(args: AdoptArgs) -> Result<()> {
 }
 
 pub fn preempt(args: PreemptArgs) -> Result<()> {
-    let order = overbook_agent::tasks::PreemptRequest { name: args.name, how: args.how };
+    let order = overbook_agent::tasks::PreemptRequest {
+        name: args.name,
+        how: args.how,
+        wait: !args.no_wait,
+    };
     let reply = api::post(&args.socket, "/v1/preempt", &serde_json::to_string(&order)?)?;
     let reply: serde_json::Value =
         serde_json::from_str(&reply).context("the agent's answer is not valid JSON")?;
@@ -414,7 +423,7 @@ pub fn preempt(args: PreemptArgs) -> Result<()> {
         };
         println!("{} {what}", e["container"].as_str().unwrap_or("-"));
     }
-    if reply["preempted"] != serde_json::Value::Bool(true) {
+    if reply["preempted"] != serde_json::Value::Bool(true) && reply["dumping"] != true {
         anyhow::bail!("nothing was preempted");
     }
     Ok(())

@@ -103,7 +103,7 @@ fn finished(a: &Agent<Box<dyn NodeCgroups>>, name: &str) -> bool {
 }
 
 fn preempt(a: &mut Agent<Box<dyn NodeCgroups>>, start: Instant, name: &str) -> serde_json::Value {
-    let order = PreemptRequest { name: name.into(), how: "checkpoint".into() };
+    let order = PreemptRequest { name: name.into(), how: "checkpoint".into(), wait: true };
     let reply = a.preempt_by_name(now(start), &order).expect("preempts");
     assert_eq!(reply["preempted"], true, "{reply}");
     let event = kinds(a, "preempted").pop().expect("a preempted event");
@@ -193,6 +193,61 @@ fn a_task_whose_image_is_broken_starts_again_from_scratch_and_says_why() {
     assert_eq!(steps.iter().filter(|s| **s == 1).count(), 2, "started again: {steps:?}");
     assert_eq!(answer(&log), Some(expected(1.0)));
     assert!(!images.exists(), "the broken image is removed");
+}
+
+#[test]
+#[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
+fn a_dump_runs_off_the_loop_and_a_second_victim_waits_its_turn_frozen() {
+    let Some((node, config)) = setup("ckpt-async", "0") else { return };
+    let start = Instant::now();
+    let names = ["be-first", "be-second"];
+    let logs = names.map(|n| log_of(&node, n));
+    let mut a = agent(&config);
+    a.tick(now(start)).expect("tick");
+    for name in names {
+        a.submit(now(start), request(name, 1.0)).expect("starts");
+    }
+    run_for(&mut a, start, Duration::from_secs(60), |_| {
+        logs.iter().all(|l| progress(l).len() >= 3)
+    });
+    let order =
+        |name: &str| PreemptRequest { name: name.into(), how: "checkpoint".into(), wait: false };
+    let first = a.preempt_by_name(now(start), &order(names[0])).expect("preempts");
+    assert_eq!(
+        (first["preempted"].clone(), first["dumping"].clone()),
+        (false.into(), true.into()),
+        "{first}"
+    );
+    // Whatever CRIU's pace, its end is taken up by the loop, not here.
+    assert!(kinds(&a, "preempted").is_empty(), "{first}");
+    assert_eq!(kinds(&a, "dumping").len(), 1, "{first}");
+    let second = a.preempt_by_name(now(start), &order(names[1])).expect("preempts");
+    assert_eq!(second["dumping"], true, "{second}");
+    let queued = kinds(&a, "dump-queued");
+    assert_eq!(queued.len(), 1, "one dump at a time: {second}");
+    assert!(
+        queued[0]["container"].as_str().is_some_and(|c| c.ends_with("/be-second")),
+        "{queued:?}"
+    );
+    let path = node.root.child(names[1]).expect("valid");
+    let frozen = node.cg.freezer_state(&path).expect("read").done();
+    assert_eq!(frozen, Some(overbook_linux::parse::FreezerState::Frozen), "it waits frozen");
+    // The loop goes on: the first dump's end, then the second's dump.
+    run_for(&mut a, start, Duration::from_secs(60), |a| kinds(a, "preempted").len() == 2);
+    let preempted = kinds(&a, "preempted");
+    let events = a.events().recent().collect::<Vec<_>>();
+    assert_eq!(preempted.len(), 2, "{events:?}");
+    for (event, name) in preempted.iter().zip(names) {
+        assert!(event["container"].as_str().is_some_and(|c| c.ends_with(name)), "{event}");
+        assert_eq!(event["detail"]["how"], "checkpoint", "{event}");
+        assert!(event["detail"].get("fallback").is_none(), "{event}");
+    }
+    run_for(&mut a, start, Duration::from_secs(180), |a| names.iter().all(|n| finished(a, n)));
+    let events = a.events().recent().collect::<Vec<_>>();
+    for log in &logs {
+        assert_eq!(progress(log), (1..=STEPS).collect::<Vec<_>>(), "every step once: {events:?}");
+        assert_eq!(answer(log), Some(expected(1.0)), "{events:?}");
+    }
 }
 
 #[test]
@@ -306,7 +361,7 @@ fn adaptive_kills_a_young_task_and_checkpoints_one_that_did_more_work_than_a_che
     let young_log = log_of(&node, "be-young");
     run_for(&mut a, start, Duration::from_secs(30), |_| !progress(&young_log).is_empty());
     for name in ["be-young", "be-old"] {
-        let order = PreemptRequest { name: name.into(), how: "policy".into() };
+        let order = PreemptRequest { name: name.into(), how: "policy".into(), wait: true };
         let reply = a.preempt_by_name(now(start), &order).expect("preempts");
         assert_eq!(reply["preempted"], true, "{name}: {reply}");
     }

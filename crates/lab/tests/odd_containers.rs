@@ -96,7 +96,7 @@ fn odd_directories_are_skipped_and_told_and_a_nested_pod_is_seen_and_killed_whol
     assert_eq!(names, vec!["odd\u{1}name", "odd-\u{fffd}-bytes"], "{skipped:?}");
     assert!(agent.status().containers.iter().any(|c| c.name == "probe"), "others watched");
 
-    let order = PreemptRequest { name: "be-pod".into(), how: "kill".into() };
+    let order = PreemptRequest { name: "be-pod".into(), how: "kill".into(), wait: true };
     agent.preempt_by_name(Time::from_secs(60), &order).expect("the pod is killed");
     let status = hog.wait().expect("the hog ends");
     assert_eq!(status.signal(), Some(rustix::process::Signal::KILL.as_raw()), "killed, not left");

@@ -164,6 +164,7 @@ fn a_swap_out_runs_off_the_agent_s_loop_and_its_end_is_told() {
     let order = overbook_agent::tasks::PreemptRequest {
         name: "be-big".into(),
         how: "freeze-and-swap-out".into(),
+        wait: true,
     };
     let now = Time::from_duration(start.elapsed());
     let reply = agent.preempt_by_name(now, &order).expect("preempts");
@@ -447,7 +448,7 @@ fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
     run_for(&mut agent, start, Duration::from_secs(20), |a| {
         a.status().containers.iter().any(|c| c.name == "be-fallback" && c.usage >= 8 * MIB)
     });
-    let order = PreemptRequest { name: "be-fallback".into(), how: "checkpoint".into() };
+    let order = PreemptRequest { name: "be-fallback".into(), how: "checkpoint".into(), wait: true };
     let reply = agent.preempt_by_name(now(), &order).expect("preempts");
     assert_eq!(reply["preempted"], true, "{reply}");
     let event = kinds(&agent, "preempted").pop().expect("preempted");
@@ -461,8 +462,10 @@ fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
         assert!(why.contains("CRIU cannot checkpoint here"), "{event}");
     }
     // A name that runs nowhere is refused, not guessed at.
-    let refused = agent
-        .preempt_by_name(now(), &PreemptRequest { name: "be-nothing".into(), how: "kill".into() });
+    let refused = agent.preempt_by_name(
+        now(),
+        &PreemptRequest { name: "be-nothing".into(), how: "kill".into(), wait: true },
+    );
     assert!(refused.is_err());
 }
 

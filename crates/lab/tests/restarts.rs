@@ -81,7 +81,7 @@ fn a_task_keeps_the_class_it_was_started_with_across_an_agent_restart() {
     assert_eq!(adopted.len(), 1);
     assert_eq!(adopted[0].1["class"], "production");
     for how in ["freeze", "kill", "policy"] {
-        let order = PreemptRequest { name: "be-prodtask".into(), how: how.into() };
+        let order = PreemptRequest { name: "be-prodtask".into(), how: how.into(), wait: true };
         let refused = second.preempt_by_name(now(), &order);
         assert!(matches!(refused, Err(RunError::Protected { .. })), "{how}: {refused:?}");
     }
@@ -220,7 +220,7 @@ fn a_task_killed_again_and_again_backs_off_and_is_given_up_past_its_budget() {
     agent
         .submit(now(), request("be-victim", Class::BestEffort, &["anon", "4M", "60"]))
         .expect("admitted");
-    let kill = PreemptRequest { name: "be-victim".into(), how: "kill".into() };
+    let kill = PreemptRequest { name: "be-victim".into(), how: "kill".into(), wait: true };
     for round in 1..=3 {
         run_for(&mut agent, start, Duration::from_secs(30), |a| {
             a.status().containers.iter().any(|c| c.name == "be-victim" && c.processes > 0)
@@ -318,7 +318,7 @@ fn an_adopted_task_that_is_killed_runs_again() {
     run_for(&mut second, start, Duration::from_secs(20), |a| {
         !events_of(a, "adopted-task", "be-adopted").is_empty()
     });
-    let order = PreemptRequest { name: "be-adopted".into(), how: "kill".into() };
+    let order = PreemptRequest { name: "be-adopted".into(), how: "kill".into(), wait: true };
     let killed = second.preempt_by_name(now(), &order).expect("a best-effort task");
     assert_eq!(killed["preempted"], true, "{killed}");
     // Its process is this test's child (the first agent ran in it): reaped

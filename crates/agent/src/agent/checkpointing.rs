@@ -11,13 +11,11 @@
 //! where CRIU does not work: freeze and swap out where there is swap (the
 //! work stays), else kill.
 //!
-//! Why a dump runs inside the loop, not beside it: one dump at a time per
-//! node is what 004 prescribes (dumps share the store's bandwidth), so the
-//! node's checkpoint queue is never longer than the dump under way, and
-//! the loop reads nothing a dump could change meanwhile.
+//! A dump runs off the loop, one at a time per node (see `dumping`).
 
+use super::dumping::{DumpResult, PendingDump};
 use super::{Agent, Tick};
-use crate::checkpoint::{Claim, ImageKind, Manifest};
+use crate::checkpoint::{Claim, Dumper, ImageKind, Manifest};
 use crate::events::details::{PreemptReport, Resumed};
 use crate::events::{detail_json, EventKind};
 use crate::store::StoredState;
@@ -61,23 +59,25 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .is_some_and(|i| i.kind == ImageKind::PreDump)
     }
 
-    /// Dumps task `id` (incremental on its pre-dump when asked and it has
-    /// one), removes its container and queues it to be restored. `Err` if
-    /// it could not be dumped: then it still runs.
-    pub(super) fn checkpoint(
+    /// Everything before task `id`'s dump (incremental on its pre-dump when
+    /// asked and it has one): its manifest written and its state recorded
+    /// as `dumping`, so that an agent that dies mid-dump is followed by
+    /// one that knows where to look. The dump itself is [`Dumper::dump`],
+    /// off the loop (see `dumping`).
+    pub(super) fn begin_checkpoint(
         &mut self,
         now: Time,
         id: ContainerId,
         incremental: bool,
-    ) -> Result<Outcome<PreemptReport>, String> {
+    ) -> Result<(PendingDump, Dumper), String> {
         self.can_checkpoint(id)?;
         let (store, m) = match (&self.images, self.tasks.by_id.get(&id)) {
             (Some(s), Some(m)) => (s, m),
             _ => return Err("vanished".into()),
         };
+        let dumper = store.dumper().map_err(|e| e.to_string())?;
         let root = m.pid().and_then(Pid::new).ok_or("its command is not running")?;
-        let (name, path, class, job) =
-            (m.request.name.clone(), m.path.clone(), m.request.class, m.job);
+        let (name, path) = (m.request.name.clone(), m.path.clone());
         let pre = m.image.as_ref().filter(|i| i.kind == ImageKind::PreDump).map(|i| i.dir.clone());
         let prev = pre.filter(|_| incremental);
         let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
@@ -98,8 +98,6 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         // The manifest says whose it is (for a shared store's sweeps) and
         // what it is (for another node's `adopt`).
         store.write_manifest(&name, &manifest).map_err(|e| format!("task.json: {e}"))?;
-        // Recorded before CRIU starts, so an agent that dies mid-dump is
-        // followed by one that knows where to look.
         if let Some(m) = self.tasks.by_id.get_mut(&id) {
             m.image = Some(TaskImage {
                 dir: dir.clone(),
@@ -110,16 +108,26 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             });
         }
         self.persist(now, id, StoredState::Dumping, &format!("dumping into {}", dir.display()));
-        let store = self.images.as_ref().ok_or("vanished")?;
-        let mut result = store.dump(root, &dir, prev.as_deref());
-        let mut incremental_failed = None;
-        if let (Err(e), Some(_)) = (&result, &prev) {
-            // A pre-dump CRIU no longer accepts (its tree changed too much):
-            // a full dump still keeps the work.
-            incremental_failed = Some(e.to_string());
-            result = store.dump(root, &dir, None);
-        }
-        let report = match result {
+        Ok((PendingDump { root, dir, prev, members }, dumper))
+    }
+
+    /// Everything after task `id`'s dump: its tree reaped, its container
+    /// removed and the task queued to be restored. `Err` if it could not be
+    /// dumped: then it still runs.
+    pub(super) fn finish_checkpoint(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        pending: PendingDump,
+        result: DumpResult,
+    ) -> Result<Outcome<PreemptReport>, String> {
+        let PendingDump { root, dir, members, .. } = pending;
+        let DumpResult { report, incremental_failed } = result;
+        let (name, path, class, job) = match self.tasks.by_id.get(&id) {
+            Some(m) => (m.request.name.clone(), m.path.clone(), m.request.class, m.job),
+            None => return Err("vanished".into()),
+        };
+        let report = match report {
             Ok(Outcome::Done(r)) => r,
             other => {
                 if let Some(m) = self.tasks.by_id.get_mut(&id) {
@@ -135,6 +143,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 };
             }
         };
+        let usage = self.tasks.by_id.get(&id).and_then(|m| m.image.as_ref()).map_or(0, |i| i.usage);
         // CRIU killed the tree: its root is reaped here, its other members
         // (reparented to this agent, a subreaper) too, so that their pids
         // are free for the restore.
@@ -375,7 +384,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 id: *id,
                 eligible: m.request.class.is_preemptible()
                     && m.running()
-                    && !self.suspended.contains_key(id),
+                    && !self.suspended.contains_key(id)
+                    && !self.dumps.involves(*id),
                 started: m.started_at?,
                 last_image: m.image.as_ref().map(|i| i.taken_at),
                 not_before: self.pre_dump_backoff.get(id).copied(),

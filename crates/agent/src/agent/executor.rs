@@ -4,6 +4,7 @@
 //! resume, a reclaim, a critical container's protection), and the
 //! operator's preemptions by name, which take the same paths.
 
+use super::dumping::DumpOrder;
 use super::{Agent, Tick, SETTLE};
 use crate::events::details::{self, PreemptReport, Preempted, Reclaimed, Resumed, Timings};
 use crate::events::{detail_json, EventKind};
@@ -25,7 +26,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     ) {
         match action {
             Action::Preempt { id, how, evidence } => {
-                self.preempt(now, *id, *how, evidence, decided, tick)
+                self.preempt(now, *id, *how, evidence, decided, false, tick)
             }
             Action::Resume { id, site } => self.resume(now, *id, *site, tick),
             // A start that fails is recorded (and the task given up) there.
@@ -48,6 +49,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
     }
 
+    /// Preempts container `id` as `how`; a checkpoint's dump runs off the
+    /// loop unless `wait` (an operator waits for its reply).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn preempt(
         &mut self,
         now: Time,
@@ -55,6 +59,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         how: Preemption,
         evidence: &Evidence,
         decided: Instant,
+        wait: bool,
         tick: &mut Tick,
     ) {
         let Some(victim) = self.view.by_id(id) else { return };
@@ -71,45 +76,59 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             );
             return;
         }
-        let mut fallback: Option<String> = None;
-        let mut done = how;
-        if let Preemption::Checkpoint { .. } = how {
-            if let Err(why) = self.can_checkpoint(id) {
-                done = self.checkpoint_fallback();
-                fallback = Some(format!("{why}; {} instead", done.as_str()));
-            }
-        }
-        let issued = Instant::now();
-        let result = match done {
-            Preemption::Checkpoint { incremental } => match self.checkpoint(now, id, incremental) {
-                Ok(o) => Ok(o),
-                Err(why) => {
-                    // The tree still runs (a failed dump leaves it so): its
-                    // memory must come back all the same.
-                    done = self.checkpoint_fallback();
-                    fallback = Some(format!("checkpoint failed: {why}; {} instead", done.as_str()));
-                    self.intend_kill(now, id, done);
-                    self.suspend_or_kill(id, done, &path, usage)
-                }
-            },
-            other => {
-                self.intend_kill(now, id, other);
-                self.suspend_or_kill(id, other, &path, usage)
-            }
+        let order = DumpOrder {
+            id,
+            path,
+            class,
+            usage,
+            incremental: false,
+            how,
+            evidence: evidence.clone(),
+            decided,
+            issued: Instant::now(),
         };
+        if let Preemption::Checkpoint { incremental } = how {
+            let order = DumpOrder { incremental, ..order };
+            let why = match self.can_checkpoint(id) {
+                Err(why) => why,
+                Ok(()) => match self.checkpoint_or_queue(now, order.clone(), wait, tick) {
+                    Ok(()) => return,
+                    Err(why) => format!("checkpoint failed: {why}"),
+                },
+            };
+            self.fall_back(now, &order, why, tick);
+            return;
+        }
+        self.intend_kill(now, id, how);
+        let result = self.suspend_or_kill(id, how, &order.path, usage).map_err(|e| e.to_string());
+        self.conclude(now, &order, how, None, result, tick);
+    }
+
+    /// What a preemption came to, carried on and recorded: `done` is how
+    /// it was done (a fallback says why in `fallback`).
+    pub(super) fn conclude(
+        &mut self,
+        now: Time,
+        order: &DumpOrder,
+        done: Preemption,
+        fallback: Option<String>,
+        result: Result<Outcome<PreemptReport>, String>,
+        tick: &mut Tick,
+    ) {
+        let (id, path, usage, how) = (order.id, order.path.clone(), order.usage, order.how);
         if done == Preemption::Kill && !matches!(result, Ok(Outcome::Done(_))) {
             // It was not killed after all: it runs on (or ended by itself).
             self.persist(now, id, StoredState::Running, "kill not done");
         }
         let finished = Instant::now();
         // Everything for the log is made after the action, not before it.
-        let evidence = self.evidence_detail(evidence);
+        let evidence = self.evidence_detail(&order.evidence);
         let timings = Timings {
             decision_to_issue_us: overbook_core::convert::u128_to_u64(
-                issued.duration_since(decided).as_micros(),
+                order.issued.saturating_duration_since(order.decided).as_micros(),
             ),
             action_us: overbook_core::convert::u128_to_u64(
-                finished.duration_since(issued).as_micros(),
+                finished.saturating_duration_since(order.issued).as_micros(),
             ),
         };
         match result {
@@ -132,14 +151,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                             lost_s = Some((m.progress_before + ran).as_secs_f64());
                         }
                     }
-                    // Already waiting to be restored (see `checkpoint`).
+                    // Already waiting to be restored (see `finish_checkpoint`).
                     Preemption::Checkpoint { .. } => {}
                     Preemption::Freeze | Preemption::FreezeAndSwapOut => {
                         self.view.set_frozen(id, true);
                         let task = TaskRequest {
                             id,
                             job: JobId(id.0),
-                            class,
+                            class: order.class,
                             request: usage,
                             submitted: now,
                         };
@@ -172,7 +191,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     now,
                     EventKind::PreemptFailed,
                     Some(&path),
-                    json!({ "how": done.as_str(), "error": e.to_string(), "evidence": detail_json(&evidence), "fallback": fallback }),
+                    json!({ "how": done.as_str(), "error": e, "evidence": detail_json(&evidence), "fallback": fallback }),
                 );
             }
         }
@@ -297,13 +316,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         let mut tick = Tick::default();
         let before = self.log.recent().last().map_or(0, |e| e.seq);
-        self.preempt(now, id, how, &evidence, Instant::now(), &mut tick);
+        self.preempt(now, id, how, &evidence, Instant::now(), order.wait, &mut tick);
         if how == Preemption::Kill && !tick.preempted.is_empty() {
             self.policy.note_kill(now);
         }
         let events: Vec<serde_json::Value> =
             self.log.after(before).filter_map(|e| serde_json::to_value(e).ok()).collect();
-        Ok(json!({ "preempted": !tick.preempted.is_empty(), "events": events }))
+        let preempted = !tick.preempted.is_empty();
+        let dumping = !preempted && self.dumps.involves(id);
+        Ok(json!({ "preempted": preempted, "dumping": dumping, "events": events }))
     }
 
     pub(super) fn resume(

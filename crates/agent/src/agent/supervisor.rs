@@ -205,12 +205,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// container removed) or, when a preemption killed them, queued again
     /// after their backoff, or given up past their restart budget.
     pub(super) fn reap(&mut self, now: Time) {
-        let view = &self.view;
+        let (view, dumps) = (&self.view, &self.dumps);
         let exited: Vec<(ContainerId, String, bool)> = self
             .tasks
             .by_id
             .iter_mut()
             .filter_map(|(id, m)| {
+                if dumps.involves(*id) {
+                    // CRIU's to stop and end: the dump's end reaps it.
+                    return None;
+                }
                 if m.adopted {
                     // Not this agent's child: over when its root is gone and
                     // nothing is left in its container.

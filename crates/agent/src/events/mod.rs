@@ -68,6 +68,10 @@ event_kinds! {
     CheckpointsUnavailable = "checkpoints-unavailable",
     /// A container was preempted: how, its usage, the evidence, timings, the kill or checkpoint report.
     Preempted = "preempted",
+    /// A checkpoint's dump began, off the agent's loop (usage, images, incremental); its `preempted` event comes at its end.
+    Dumping = "dumping",
+    /// A victim chosen for a checkpoint while another is dumped: frozen at once, it waits its turn (usage, ahead_s).
+    DumpQueued = "dump-queued",
     /// A running task's pre-dump (images, pages, bytes, took_s).
     PreDumped = "pre-dumped",
     /// A frozen container's swap-out ended (asked, reclaimed bytes or why not, swap_out_us); it runs off the agent's loop.
