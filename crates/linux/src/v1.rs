@@ -324,6 +324,9 @@ impl ContainerControl for V1Cgroups {
         let old = done_or_return!(fsio::read(&limit_file)?);
         // The kernel reclaims down to a lowered limit before accepting it;
         // EBUSY means it could not get all the way: what it got stays taken.
+        // An interrupted write (the agent killed mid-reclaim) leaves the old
+        // limit, so a squeezed one can outlive the agent only if it dies in
+        // the instant between these two writes.
         let squeezed =
             fsio::write(&limit_file, &before.saturating_sub(bytes).max(1 << 20).to_string());
         let restored = fsio::write(&limit_file, old.trim());
