@@ -57,6 +57,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let prints_only = match &cli.command {
+        Command::Sim(_) | Command::Status(_) | Command::Events(_) | Command::Check(_) => true,
+        Command::Agent(args) => args.only_checks(),
+        _ => false,
+    };
+    if prints_only {
+        // `overbook sim --list | head -1` ends quietly when head has read its line.
+        if let Err(e) = overbook_linux::process::end_quietly_on_closed_pipe() {
+            eprintln!("overbook: {e}");
+        }
+    }
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Bench(cmd) => bench::run(cmd),

@@ -78,6 +78,13 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+impl AgentArgs {
+    /// Whether it only checks its config and prints it (no daemon runs).
+    pub fn only_checks(&self) -> bool {
+        self.check_config
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PreemptArgs {
     /// The container's name under the node's root.

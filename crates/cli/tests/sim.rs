@@ -149,3 +149,32 @@ fn a_broken_trace_row_is_named_by_file_and_line_or_skipped_and_counted() {
     assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("rows skipped"), "the skipped rows are reported:\n{stdout}");
 }
+
+#[test]
+fn a_closed_pipe_ends_the_listing_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [&["sim", "--list"][..], &["check"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_overbook"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runs");
+        // The reader goes before the first line is written, as `head` does
+        // once it has read what it wanted.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("waits");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc_sigpipe()),
+            "{args:?}: {:?}: {stderr}",
+            out.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// SIGPIPE's number on Linux.
+fn libc_sigpipe() -> i32 {
+    13
+}

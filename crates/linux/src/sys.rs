@@ -113,3 +113,18 @@ fn close_range_cloexec(first: u32) {
         libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     }
 }
+
+/// Gives SIGPIPE back its default action (the process ends, silently),
+/// which Rust's runtime replaces with "ignore" so that a write to a closed
+/// pipe fails with `EPIPE` instead, and `println!` panics on that.
+pub(crate) fn default_sigpipe() -> io::Result<()> {
+    // SAFETY: SIG_DFL installs no handler (no code of ours runs when the
+    // signal comes); the call changes only this process's disposition of
+    // one signal and touches no memory of ours.
+    let old = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    if old == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
