@@ -231,6 +231,15 @@ fn read<T>(
     fsio::parse_at(path, &text, parse)
 }
 
+/// For a command whose output may be piped into `head`: once the reader
+/// has gone, the process ends quietly, as Unix tools do, instead of
+/// failing (or panicking) on its next write. Not for a daemon, whose
+/// sockets' readers may go at any time.
+pub fn end_quietly_on_closed_pipe() -> Result<(), CgroupError> {
+    crate::sys::default_sigpipe()
+        .map_err(|e| CgroupError::Syscall { call: "signal(SIGPIPE, SIG_DFL)", source: e })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,13 +363,4 @@ mod tests {
         // Harmless for the test process: it only adopts orphans.
         become_child_subreaper().expect("prctl");
     }
-}
-
-/// For a command whose output may be piped into `head`: once the reader
-/// has gone, the process ends quietly, as Unix tools do, instead of
-/// failing (or panicking) on its next write. Not for a daemon, whose
-/// sockets' readers may go at any time.
-pub fn end_quietly_on_closed_pipe() -> Result<(), CgroupError> {
-    crate::sys::default_sigpipe()
-        .map_err(|e| CgroupError::Syscall { call: "signal(SIGPIPE, SIG_DFL)", source: e })
 }
