@@ -205,7 +205,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             policy = policy.with_critical_guard(overbook_core::protect::CriticalGuard::new(floors));
         }
         let root = ContainerPath::new(&config.root)?;
-        let mut view = NodeView::new(cgroups, root, config.capacity, config.classes.clone());
+        let mut view = NodeView::new(cgroups, root, config.capacity, config.classes.clone())
+            .with_pods(config.pods);
         let mut durable = durable::Durable::default();
         let mut profiles = Vec::new();
         if let Some(path) = &config.state_db {
@@ -493,7 +494,11 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let skipped: std::collections::BTreeSet<String> =
             std::mem::take(&mut self.sample.skipped).into_iter().collect();
         for name in skipped.difference(&self.told_skipped).cloned().collect::<Vec<_>>() {
-            let why = "its name is no container name (a control character, or not UTF-8)";
+            let why = if self.view.pods() {
+                "no pod's cgroup by its name and place (the kubelet's driver is node.pods)"
+            } else {
+                "its name is no container name (a control character, or not UTF-8)"
+            };
             self.record(
                 now,
                 EventKind::ContainerSkipped,

@@ -46,6 +46,9 @@ pub struct AgentConfig {
     /// The cgroup (relative to the memory hierarchy's mount, or to the
     /// unified mount on v2) whose children are the node's containers.
     pub root: String,
+    /// The node's containers are a kubelet's pods under `root`, named by
+    /// this cgroup driver, instead of `root`'s direct children.
+    pub pods: Option<overbook_linux::kubepods::CgroupDriver>,
     /// The node's memory: `None` means the root cgroup's limit, or the
     /// machine's memory when the root has none.
     pub capacity: Option<u64>,
@@ -112,6 +115,7 @@ impl Default for AgentConfig {
     fn default() -> AgentConfig {
         AgentConfig {
             root: "overbook".into(),
+            pods: None,
             capacity: None,
             swap_write: DEFAULT_SWAP_MB_S * 1e6,
             sample_period: Duration::from_millis(100),
@@ -308,6 +312,7 @@ impl RawCheckpoint {
 #[serde(deny_unknown_fields)]
 struct RawNode {
     root: Option<String>,
+    pods: Option<String>,
     capacity: Option<toml::Value>,
     swap_mb_s: Option<f64>,
 }
@@ -428,6 +433,19 @@ impl RawConfig {
             Some(r) => check_root(&r)?,
             None => defaults.root,
         };
+        let pods = match self.node.pods.as_deref() {
+            None => None,
+            Some(name) => {
+                Some(overbook_linux::kubepods::CgroupDriver::parse(name).ok_or_else(|| {
+                    ConfigError::new(
+                        "node.pods",
+                        format!(
+                            "{name:?}: the kubelet's cgroup driver is \"cgroupfs\" or \"systemd\""
+                        ),
+                    )
+                })?)
+            }
+        };
         let capacity = match self.node.capacity {
             None => None,
             Some(v) => Some(check_capacity(&v)?),
@@ -498,6 +516,7 @@ impl RawConfig {
         };
         Ok(AgentConfig {
             root,
+            pods,
             capacity,
             swap_write,
             sample_period,
@@ -823,6 +842,26 @@ mod tests {
         assert!(e.contains("cpu.production") && e.contains("\"idle\""), "{e}");
         let e = err("[cpu]\nbatch = 1\n");
         assert!(e.contains("batch"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod pods {
+    use super::*;
+    use overbook_linux::kubepods::CgroupDriver;
+
+    #[test]
+    fn a_kubelet_s_driver_is_named_and_anything_else_refused_with_the_choices() {
+        let c = AgentConfig::parse("[node]\nroot = \"kubepods\"\npods = \"cgroupfs\"\n", "t");
+        assert_eq!(c.expect("valid").pods, Some(CgroupDriver::Cgroupfs));
+        let c = AgentConfig::parse("[node]\npods = \"systemd\"\n", "t").expect("valid");
+        assert_eq!(c.pods, Some(CgroupDriver::Systemd));
+        assert_eq!(AgentConfig::parse("", "t").expect("valid").pods, None);
+        let e =
+            AgentConfig::parse("[node]\npods = \"docker\"\n", "agent.toml").expect_err("refused");
+        let e = e.to_string();
+        assert!(e.contains("agent.toml") && e.contains("node.pods"), "{e}");
+        assert!(e.contains("\"cgroupfs\" or \"systemd\""), "{e}");
     }
 }
 

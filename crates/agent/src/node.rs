@@ -13,6 +13,7 @@ use crate::classes::ClassRules;
 use overbook_core::{
     Class, ContainerId, ContainerStats, FaultCounters, ImageInfo, JobId, NodeStats, RunState, Time,
 };
+use overbook_linux::kubepods::{discover_pods, CgroupDriver};
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
     host, CgroupError, ContainerCgroups, ContainerControl, ContainerPath, MemoryCounters, Outcome,
@@ -83,7 +84,13 @@ pub struct NodeView<C> {
     /// What a container's task carries from before its current container:
     /// work done (kept across checkpoints) and its pre-dump, if any.
     carried: BTreeMap<ContainerId, (Duration, Option<ImageInfo>)>,
+    /// `Some`: the containers are a kubelet's pods, named by this driver.
+    pods: Option<CgroupDriver>,
 }
+
+/// The containers under the root, each with the name its class rules match,
+/// and the directories that are none.
+type Found = (Vec<(ContainerPath, String)>, Vec<String>);
 
 impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     /// A view of the containers directly under `root`.
@@ -103,7 +110,38 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             next_id: 1,
             root_limit: std::cell::Cell::new(None),
             carried: BTreeMap::new(),
+            pods: None,
         }
+    }
+
+    /// The containers are a kubelet's pods under `root`, named by `driver`
+    /// (see [`overbook_linux::kubepods`]); a pod's name for the class rules
+    /// is its QoS class and uid, `besteffort-<uid>`.
+    pub fn with_pods(self, driver: Option<CgroupDriver>) -> Self {
+        NodeView { pods: driver, ..self }
+    }
+
+    /// Whether the containers are a kubelet's pods.
+    pub fn pods(&self) -> bool {
+        self.pods.is_some()
+    }
+
+    /// The containers under the root, each with the name its class rules
+    /// match, and the directories that are none.
+    fn discover(&self) -> Result<Outcome<Found>, CgroupError> {
+        Ok(match self.pods {
+            None => self.cgroups.discover_all(&self.root)?.map(|d| {
+                let named = d.containers.into_iter().map(|p| {
+                    let name = p.name().to_string();
+                    (p, name)
+                });
+                (named.collect(), d.skipped)
+            }),
+            Some(driver) => discover_pods(&self.cgroups, &self.root, driver)?.map(|d| {
+                let named = d.pods.into_iter().map(|p| (p.path, format!("{}-{}", p.qos, p.uid)));
+                (named.collect(), d.skipped)
+            }),
+        })
     }
 
     pub fn cgroups(&self) -> &C {
@@ -188,7 +226,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     /// Read every container now. A container that vanishes mid-read is
     /// dropped; an error reading one that is there is returned.
     pub fn sample(&mut self, now: Time) -> Result<NodeSample, CgroupError> {
-        let found = match self.cgroups.discover_all(&self.root)? {
+        let (found, skipped) = match self.discover()? {
             Outcome::Done(found) => found,
             Outcome::Vanished => {
                 return Err(CgroupError::Unsupported {
@@ -196,9 +234,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 })
             }
         };
-        let mut sample = NodeSample { skipped: found.skipped, ..NodeSample::default() };
+        let mut sample = NodeSample { skipped, ..NodeSample::default() };
         let mut next = BTreeMap::new();
-        for path in found.containers {
+        for (path, rule_name) in found {
             let key = path.as_str().to_string();
             // One container's odd files (a kernel quirk, a file made
             // unreadable) must not blind the agent to every other one.
@@ -244,7 +282,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                     k
                 }
                 None => {
-                    let (class_by_name, weight_by_name) = self.classes.of(path.name());
+                    let (class_by_name, weight_by_name) = self.classes.of(&rule_name);
                     let (id, class, weight) = match self.reserved.get(&key) {
                         Some(&(id, class, weight)) => (id, class, weight.unwrap_or(weight_by_name)),
                         None => {

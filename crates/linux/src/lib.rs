@@ -31,6 +31,7 @@ pub mod fastread;
 mod fsio;
 pub mod host;
 mod kill;
+pub mod kubepods;
 mod node;
 pub mod parse;
 mod probe;

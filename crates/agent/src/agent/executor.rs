@@ -445,6 +445,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Each container's CPU share for its class (`[cpu]`), set once it is
     /// seen with processes; said once, whether it was set or failed.
     pub(super) fn share_cpu(&mut self, now: Time) {
+        // A kubelet sets its pods' CPU shares by QoS (best-effort pods get
+        // the least) and per container; on v1 a share set here would move
+        // a pod's processes out of their containers' cpu cgroups.
+        if self.view.pods() {
+            return;
+        }
         let due: Vec<(ContainerId, ContainerPath, overbook_linux::CpuShare)> =
             (self.view.containers())
                 .filter(|k| k.members > 0 && !self.cpu_shared.contains(&k.id))

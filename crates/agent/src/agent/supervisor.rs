@@ -22,6 +22,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// `overbook run`: a command in a new container, admitted by the launcher.
     pub fn submit(&mut self, now: Time, request: RunRequest) -> Result<RunReply, RunError> {
         check_name(&request.name)?;
+        if self.view.pods() {
+            return Err(RunError::Start {
+                name: request.name.clone(),
+                problem: "this node's containers are a kubelet's pods (node.pods): the kubelet \
+                          starts them, `overbook run` does not"
+                    .into(),
+            });
+        }
         let Some(program) = request.command.first().filter(|p| !p.is_empty()) else {
             return Err(RunError::NoCommand);
         };
