@@ -1,0 +1,154 @@
+//! Issue 17's testbed: a real kube-apiserver and kube-scheduler (built from
+//! `k8s.io/kubernetes` by `scripts/kube build`) with Debian's etcd, started
+//! on loopback by `scripts/kube up`, and stopped with nothing left behind.
+//! What the Kubernetes mode will ask of it is checked against it here with
+//! the real kubectl: a Node, a Pod bound to it and listed by node, the
+//! Node's status patched with overbook's opportunistic resource, and an
+//! eviction through the Eviction API.
+//!
+//! Ignored by a plain `cargo test` (the build takes minutes and gigabytes
+//! once per machine); `scripts/test-all` builds the control plane and runs
+//! it, and there a missing binary FAILS it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube")
+}
+
+/// A control plane up in `dir`, brought down on drop (also on a failed
+/// assertion).
+struct ControlPlane {
+    dir: PathBuf,
+    kubectl: String,
+    kubeconfig: String,
+}
+
+impl ControlPlane {
+    fn up(dir: PathBuf) -> ControlPlane {
+        let out = Command::new(script()).arg("up").arg(&dir).output().expect("runs scripts/kube");
+        // Made first, so that its drop brings down whatever `up` started.
+        let mut plane =
+            ControlPlane { dir: dir.clone(), kubectl: String::new(), kubeconfig: String::new() };
+        assert!(out.status.success(), "scripts/kube up: {}", text(&out));
+        let env = std::fs::read_to_string(dir.join("env")).expect("its env file");
+        let get = |key: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("{key} in {env}"))
+                .to_string()
+        };
+        plane.kubectl = get("KUBECTL");
+        plane.kubeconfig = get("KUBECONFIG");
+        plane
+    }
+
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        match stdin {
+            None => cmd.output().expect("runs kubectl"),
+            Some(input) => {
+                use std::io::Write;
+                let mut child = cmd
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("runs kubectl");
+                child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("writes");
+                child.wait_with_output().expect("waits")
+            }
+        }
+    }
+
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl(args, stdin);
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        ["etcd", "kube-apiserver", "kube-scheduler"]
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(self.dir.join(format!("{p}.pid"))).ok())
+            .filter_map(|t| t.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("down").arg(&self.dir).output();
+    }
+}
+
+/// Whether process `pid` runs (a zombie waiting for its reaper does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-a"}}"#;
+
+const POD: &str = r#"{"apiVersion":"v1","kind":"Pod",
+ "metadata":{"name":"be-1","namespace":"default","annotations":{"overbook.io/class":"best-effort"}},
+ "spec":{"nodeName":"node-a","containers":[{"name":"app","image":"none",
+   "resources":{"requests":{"overbook.io/batch-memory":"64Mi"},"limits":{"overbook.io/batch-memory":"64Mi"}}}]}}"#;
+
+#[test]
+#[ignore = "needs the control plane built by `scripts/kube build`: run by scripts/test-all"]
+fn a_real_control_plane_does_what_the_kubernetes_mode_will_ask_of_it() {
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let plane = ControlPlane::up(scratch.path().join("plane"));
+    assert_eq!(plane.ok(&["get", "--raw", "/readyz"], None).trim(), "ok");
+    let version = plane.ok(&["version", "-o", "json"], None);
+    assert!(version.contains("\"gitVersion\": \"v1."), "a parsable version: {version}");
+
+    plane.ok(&["create", "-f", "-"], Some(NODE));
+    // Opportunistic memory, as the agent will publish it.
+    let patch = r#"{"status":{"capacity":{"overbook.io/batch-memory":"1Gi"},"allocatable":{"overbook.io/batch-memory":"1Gi"}}}"#;
+    plane.ok(&["patch", "node", "node-a", "--subresource", "status", "-p", patch], None);
+    let allocatable = plane.ok(
+        &[
+            "get",
+            "node",
+            "node-a",
+            "-o",
+            r#"jsonpath={.status.allocatable.overbook\.io/batch-memory}"#,
+        ],
+        None,
+    );
+    assert_eq!(allocatable, "1Gi");
+
+    plane.ok(&["create", "-f", "-"], Some(POD));
+    let bound = plane
+        .ok(&["get", "pods", "-A", "--field-selector", "spec.nodeName=node-a", "-o", "name"], None);
+    assert_eq!(bound.trim(), "pod/be-1");
+    let qos = plane.ok(&["get", "pod", "be-1", "-o", "jsonpath={.status.qosClass}"], None);
+    assert_eq!(qos, "BestEffort", "filled in by the API server");
+
+    let eviction = r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"be-1","namespace":"default"}}"#;
+    plane.ok(
+        &["create", "--raw", "/api/v1/namespaces/default/pods/be-1/eviction", "-f", "-"],
+        Some(eviction),
+    );
+    let deleting =
+        plane.ok(&["get", "pod", "be-1", "-o", "jsonpath={.metadata.deletionTimestamp}"], None);
+    assert!(!deleting.is_empty(), "the eviction marked it for deletion");
+
+    let pids = plane.pids();
+    assert_eq!(pids.len(), 3, "etcd, kube-apiserver, kube-scheduler");
+    drop(plane);
+    for pid in pids {
+        assert!(!alive(pid), "{pid} outlived `scripts/kube down`");
+    }
+    assert!(!scratch.path().join("plane").exists(), "down removes its directory");
+}
