@@ -38,18 +38,7 @@ fn hold(node: &Node, container: &ContainerPath, size: &str) -> Child {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn");
-    // Its output read to its end by a thread: a reader dropped after
-    // `ready` would end it with a broken pipe at its next line.
-    let out = child.stdout.take().expect("piped");
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
-            // Drained to its end even once nobody listens.
-            let _ = tx.send(line);
-        }
-    });
-    let said = lines.recv_timeout(Duration::from_secs(60)).expect("the workload says ready");
-    assert_eq!(said.trim(), "ready", "{container}");
+    wait_ready(&mut child);
     child
 }
 

@@ -64,19 +64,7 @@ fn odd_directories_are_skipped_and_told_and_a_nested_pod_is_seen_and_killed_whol
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the hog");
-    // Its output read to the end, by a thread: a reader dropped after
-    // `ready` would end it with a broken pipe at its next line.
-    let out = hog.stdout.take().expect("piped");
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let said = lines.recv_timeout(Duration::from_secs(60)).expect("the hog says ready");
-    assert_eq!(said.trim(), "ready");
+    wait_ready(&mut hog);
 
     let mut agent = node.agent("");
     let start = Instant::now();

@@ -186,3 +186,19 @@ pub fn kinds<C>(agent: &Agent<C>, kind: &str) -> Vec<serde_json::Value> {
 
 pub const KILL: &str = "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 2.0\n\
                     [policy.preemptor]\nkind = \"kill\"\n";
+
+/// Waits for a workload started with its stdout piped to say `ready`. Its
+/// output is read to its end by a thread: a reader dropped after `ready`
+/// would end it with a broken pipe at its next line.
+pub fn wait_ready(child: &mut std::process::Child) {
+    let out = child.stdout.take().expect("stdout piped");
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            // Drained to its end even once nobody listens.
+            let _ = tx.send(line);
+        }
+    });
+    let said = lines.recv_timeout(Duration::from_secs(60)).expect("the workload says ready");
+    assert_eq!(said.trim(), "ready");
+}
