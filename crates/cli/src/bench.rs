@@ -40,7 +40,7 @@ pub enum BenchCommand {
     /// kernel alone and with overbook's reclaimer.
     Reclaim(ReclaimArgs),
     /// Preemptors compared on real containers (root; CRIU for checkpoint
-    /// and adaptive: the VM of TESTBED.md): the same seeded best-effort
+    /// and adaptive: the VM of docs/testbed.md, `scripts/vm`): the same seeded best-effort
     /// hash chains under repeated production bursts, once with kill, once
     /// with checkpoint, once with adaptive (004 Algorithm 1). Work lost,
     /// best-effort completion, production's burst time against a burst
@@ -53,7 +53,7 @@ pub enum BenchCommand {
     /// the repeats. CRIU must work here (it does in `scripts/vm`'s guest,
     /// not on kernels 6.13+ with Debian's CRIU 3.17).
     Checkpoint(CheckpointArgs),
-    /// Head-to-head on a whole machine (root; the VM of TESTBED.md, with
+    /// Head-to-head on a whole machine (root; the VM of docs/testbed.md, `scripts/vm`, with
     /// swap): Debian's Redis and PostgreSQL as production, a seeded stream
     /// of memory-hungry best-effort jobs, under isolated, static
     /// partitioning, the kernel OOM killer, earlyoom, a 10%-free threshold

@@ -4,7 +4,7 @@
 //! container, and it finishes with the answer of an uninterrupted run.
 //!
 //! CRIU works in the VM (`scripts/vm`), not on this project's host kernel
-//! (see TESTBED.md), so these tests are ignored by a plain `cargo test` and
+//! (see docs/testbed.md), so these tests are ignored by a plain `cargo test` and
 //! run with `--include-ignored` in the VM, where a CRIU that does not work
 //! FAILS them. Everything made is removed by the node guard's `Drop`.
 

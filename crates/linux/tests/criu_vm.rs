@@ -1,6 +1,6 @@
 //! Real CRIU checkpoint and restore of process trees in cgroup v2, run in
 //! the VM that `scripts/vm` boots (Debian's 6.1 kernel, which has soft-dirty
-//! tracking, and the host's `criu`; see shared/design/TESTBED.md):
+//! tracking, and the host's `criu`; see docs/testbed.md):
 //!
 //! ```text
 //! scripts/vm test

@@ -1,6 +1,6 @@
 //! Real-kernel tests of [`V2Cgroups`] on cgroup v2, run inside the VM that
 //! `scripts/vm` boots (Debian's kernel under emulation, zram swap, cgroup v2
-//! at `/sys/fs/cgroup`; see shared/design/TESTBED.md). Run them with
+//! at `/sys/fs/cgroup`; see docs/testbed.md). Run them with
 //!
 //! ```text
 //! scripts/vm test
