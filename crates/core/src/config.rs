@@ -27,6 +27,44 @@ impl ConfigError {
     }
 }
 
+/// A deserializer's message about a value of the wrong type or range, in
+/// the words of whoever wrote the file: `invalid type: string "fast",
+/// expected f64` becomes `expected a number (e.g. 0.1), not "fast"`.
+/// Any other message is returned as it is.
+pub fn plain_words(message: &str) -> String {
+    let message = message.trim();
+    let Some(rest) =
+        message.strip_prefix("invalid type: ").or_else(|| message.strip_prefix("invalid value: "))
+    else {
+        return message.to_string();
+    };
+    let Some((found, wanted)) = rest.rsplit_once(", expected ") else {
+        return message.to_string();
+    };
+    let wanted = match wanted.trim() {
+        "f64" | "f32" => "a number (e.g. 0.1)",
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number, 0 or more",
+        "i64" | "i32" | "i16" | "i8" | "isize" => "a whole number",
+        "a boolean" => "true or false",
+        "a string" | "a borrowed string" => "text in quotes",
+        other => other,
+    };
+    let found = if let Some(text) = found.strip_prefix("string ") {
+        text.to_string()
+    } else if let Some(v) =
+        ["integer ", "floating point ", "boolean "].iter().find_map(|p| found.strip_prefix(p))
+    {
+        v.trim_matches('`').to_string()
+    } else {
+        match found {
+            "map" => "a table".to_string(),
+            "sequence" => "a list".to_string(),
+            other => other.to_string(),
+        }
+    };
+    format!("expected {wanted}, not {found}")
+}
+
 /// Check that a number is finite and within `[lo, hi]`.
 pub fn check_range(key: &str, value: f64, lo: f64, hi: f64) -> Result<(), ConfigError> {
     if !value.is_finite() || value < lo || value > hi {
@@ -197,6 +235,35 @@ mod production_first_tests {
             ("charon-loads", include_str!("../../../scenarios/charon-loads.toml")),
         ] {
             assert_eq!(variant_policy(text), preset, "scenarios/{name}.toml");
+        }
+    }
+}
+
+#[cfg(test)]
+mod plain_words_tests {
+    use super::plain_words;
+
+    #[test]
+    fn serde_s_type_names_become_the_file_s_words() {
+        let cases = [
+            (
+                "invalid type: string \"fast\", expected f64",
+                "expected a number (e.g. 0.1), not \"fast\"",
+            ),
+            (
+                "invalid value: integer `-1`, expected usize",
+                "expected a whole number, 0 or more, not -1",
+            ),
+            (
+                "invalid type: floating point `1.5`, expected u32",
+                "expected a whole number, 0 or more, not 1.5",
+            ),
+            ("invalid type: integer `1`, expected a boolean", "expected true or false, not 1"),
+            ("invalid type: sequence, expected a string", "expected text in quotes, not a list"),
+            ("unknown field `x`, expected `y`", "unknown field `x`, expected `y`"),
+        ];
+        for (serde, plain) in cases {
+            assert_eq!(plain_words(serde), plain, "{serde}");
         }
     }
 }

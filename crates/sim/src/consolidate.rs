@@ -74,8 +74,9 @@ impl ConsolidationConfig {
     /// Read `[workload]` (without its `kind`); the error names its key.
     pub fn from_table(table: &toml::Table) -> Result<ConsolidationConfig, (String, String)> {
         let cfg: ConsolidationConfig =
-            serde_path_to_error::deserialize(toml::Value::Table(table.clone()))
-                .map_err(|e| (e.path().to_string(), e.inner().to_string()))?;
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                (e.path().to_string(), overbook_core::config::plain_words(e.inner().message()))
+            })?;
         for (key, v) in [
             ("active_memory", cfg.active_memory),
             ("idle_memory", cfg.idle_memory),

@@ -136,8 +136,9 @@ impl GeneratorConfig {
     /// Read `[workload]` (without its `kind`); unknown keys are refused by name.
     pub fn from_table(table: &toml::Table) -> Result<GeneratorConfig, GenError> {
         let cfg: GeneratorConfig =
-            serde_path_to_error::deserialize(toml::Value::Table(table.clone()))
-                .map_err(|e| bad(&e.path().to_string(), e.inner()))?;
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                bad(&e.path().to_string(), overbook_core::config::plain_words(e.inner().message()))
+            })?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -1,7 +1,7 @@
 //! One run's settings, checked: what the merged TOML of a scenario run must say.
 
 use crate::units::{Size, Span};
-use overbook_core::config::PolicyConfig;
+use overbook_core::config::{plain_words, PolicyConfig};
 use overbook_core::Time;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -154,7 +154,7 @@ impl RunSpec {
     /// Check a merged table; the error names the dotted key at fault.
     pub fn from_table(table: Table) -> Result<RunSpec, String> {
         let raw: RawRunSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
-            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+            .map_err(|e| format!("{}: {}", e.path(), plain_words(e.inner().message())))?;
         raw.policy.validate().map_err(|e| e.under("policy").to_string())?;
         if raw.cluster.nodes == 0 {
             return Err("cluster.nodes: must be at least 1".into());
@@ -185,8 +185,9 @@ impl RunSpec {
         let workload = match kind.as_str() {
             "generate" => WorkloadSpec::Generate(workload),
             "trace" => WorkloadSpec::Trace(
-                serde_path_to_error::deserialize(toml::Value::Table(workload))
-                    .map_err(|e| format!("workload.{}: {}", e.path(), e.inner()))?,
+                serde_path_to_error::deserialize(toml::Value::Table(workload)).map_err(|e| {
+                    format!("workload.{}: {}", e.path(), plain_words(e.inner().message()))
+                })?,
             ),
             "consolidation" => WorkloadSpec::Consolidation(
                 crate::consolidate::ConsolidationConfig::from_table(&workload)
