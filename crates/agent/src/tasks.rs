@@ -62,8 +62,8 @@ pub enum RunError {
     Weight(u32),
     #[error("a container named {0:?} already exists on this node")]
     Exists(String),
-    #[error("refused by the launcher: {0}")]
-    Rejected(String),
+    #[error("refused by the launcher: {why}")]
+    Rejected { reason: overbook_core::action::RejectReason, why: String },
     #[error("cannot start {name:?}: {problem}")]
     Start { name: String, problem: String },
     #[error("no task named {0:?} runs here")]
@@ -174,6 +174,11 @@ impl Managed {
     /// The pid of its tree's root, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id).or(self.restored)
+    }
+
+    /// The job it belongs to, as given (`--job`), else its own name.
+    pub fn job_name(&self) -> String {
+        self.request.job.clone().unwrap_or_else(|| self.request.name.clone())
     }
 
     /// Whether it waits to be restored from a checkpoint.

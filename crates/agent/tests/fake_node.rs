@@ -266,6 +266,23 @@ fn a_task_is_started_in_its_container_and_its_end_recorded() {
     };
     let refused = agent.submit(Time::from_secs(s), missing);
     assert!(refused.is_err(), "a program that is not there is refused at once: {refused:?}");
+    let huge = RunRequest {
+        name: "be-huge".into(),
+        class: Class::BestEffort,
+        mem_peak: Some(2 << 30),
+        job: None,
+        weight: None,
+        command: vec!["sh".into(), "-c".into(), "true".into()],
+        cwd: None,
+    };
+    let refused = agent.submit(Time::from_secs(s), huge).expect_err("it can never fit");
+    assert_eq!(
+        refused.to_string(),
+        "refused by the launcher: it asks for 2.0 GiB (--mem-peak) and the node has 1.0 GiB: \
+         it can never fit"
+    );
+    let queued = agent.events().recent().find(|e| e.kind.as_str() == "queued").expect("queued");
+    assert_eq!(queued.detail["job"], "be-job", "the job by its name: {}", queued.detail);
 }
 
 #[test]

@@ -10,6 +10,22 @@ use std::time::Duration;
 /// A quantity of memory in bytes.
 pub type Bytes = u64;
 
+/// A size for humans: `1.5 GiB`.
+pub fn show_size(bytes: Bytes) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
 /// One container. A task runs in exactly one container; a task restarted after
 /// a kill keeps its id (it is the same unit of work, a new incarnation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -63,21 +63,7 @@ pub fn secs_to_duration(secs: f64) -> Option<Duration> {
     ((0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
 }
 
-/// A size for humans: `1.5 GiB`.
-pub fn show_size(bytes: Bytes) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
+pub use overbook_core::model::show_size;
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {

@@ -38,12 +38,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             Action::Reject { id, reason } => {
                 if let Some(m) = self.tasks.by_id.remove(id) {
                     self.view.unreserve(&m.path);
-                    self.record(
-                        now,
-                        EventKind::Rejected,
-                        Some(&m.path),
-                        json!({ "reason": format!("{reason:?}") }),
-                    );
+                    let why = self.refusal(*reason, m.request.mem_peak.unwrap_or(0));
+                    self.record(now, EventKind::Rejected, Some(&m.path), json!({ "reason": why }));
                 }
             }
         }
@@ -482,7 +478,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         details::Evidence {
             detector: e.detector.clone(),
-            reason: e.reason.clone(),
+            reason: named_in(&e.reason, |id| {
+                self.view.by_id(id).map(|k| k.path.name().to_string())
+            }),
             thrashing: e.thrashing.iter().map(name).collect(),
             lasted_s: e.lasted.as_secs_f64(),
             candidates: (e.candidates.iter())
@@ -500,5 +498,55 @@ fn kill_report(r: &overbook_linux::KillReport) -> PreemptReport {
         reaped: count(r.reaped),
         not_reaped: count(r.not_reaped),
         ..PreemptReport::default()
+    }
+}
+
+/// `reason` with each container id the core wrote (`c3`) replaced by the
+/// container's name where `name` knows it: the core knows ids, a reader
+/// knows names.
+fn named_in(reason: &str, name: impl Fn(ContainerId) -> Option<String>) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut rest = reason;
+    while let Some(at) = rest.find('c') {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let digits = from[1..].chars().take_while(char::is_ascii_digit).count();
+        let whole_word = !before.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            && !from[1 + digits..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
+        let named = (digits > 0 && whole_word)
+            .then(|| from[1..=digits].parse().ok())
+            .flatten()
+            .and_then(|n| name(ContainerId(n)));
+        match named {
+            Some(n) => {
+                out.push_str(&n);
+                rest = &from[1 + digits..];
+            }
+            None => {
+                out.push('c');
+                rest = &from[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_s_ids_become_names_and_nothing_else_changes() {
+        let name = |id: ContainerId| (id.0 == 3).then(|| "be-batch".to_string());
+        assert_eq!(
+            named_in("c3 (best-effort) thrashing for 3.0s: refaults 12/s", name),
+            "be-batch (best-effort) thrashing for 3.0s: refaults 12/s"
+        );
+        assert_eq!(
+            named_in("c4 (production) stalled; c3 (best-effort)", name),
+            "c4 (production) stalled; be-batch (best-effort)"
+        );
+        assert_eq!(named_in("critical c33 abc3 c3x", name), "critical c33 abc3 c3x");
     }
 }

@@ -9,6 +9,7 @@ use crate::events::{detail_json, EventKind};
 use crate::spawn::command_in;
 use crate::store::StoredState;
 use crate::tasks::{check_name, Managed, RunError, RunReply, RunRequest};
+use overbook_core::action::RejectReason;
 use overbook_core::launch::{Admission, AfterKill, TaskRequest};
 use overbook_core::{ContainerId, Time};
 use overbook_linux::{CgroupError, ContainerCgroups, ContainerControl, Outcome};
@@ -93,15 +94,32 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Ok(reply("started"))
             }
             Admission::Queued => {
-                self.record(now, EventKind::Queued, Some(&path), json!({ "job": job.0 }));
+                let job_name = self.tasks.by_id.get(&id).map(|m| m.job_name());
+                self.record(now, EventKind::Queued, Some(&path), json!({ "job": job_name }));
                 self.persist(now, id, StoredState::Queued, "queued");
                 Ok(reply("queued"))
             }
             Admission::Rejected(reason) => {
                 self.tasks.by_id.remove(&id);
                 self.view.unreserve(&path);
-                Err(RunError::Rejected(format!("{reason:?}")))
+                Err(RunError::Rejected { reason, why: self.refusal(reason, task.request) })
             }
+        }
+    }
+
+    /// Why the launcher refused a task asking for `asked` bytes, in the
+    /// user's terms.
+    pub(super) fn refusal(&self, reason: RejectReason, asked: u64) -> String {
+        use overbook_core::model::show_size;
+        match reason {
+            RejectReason::TooLarge => format!(
+                "it asks for {} (--mem-peak) and the node has {}: it can never fit",
+                show_size(asked),
+                show_size(self.sample.node.capacity)
+            ),
+            RejectReason::QueueFull => "the best-effort queue is full \
+                 (policy.launcher.queue_limit tasks wait): try again later"
+                .to_string(),
         }
     }
 
@@ -363,7 +381,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     // task is dropped with its reason, never silently.
                     if let Some(m) = self.tasks.by_id.remove(&id) {
                         self.view.unreserve(&m.path);
-                        let why = format!("{reason:?}");
+                        let why = self.refusal(reason, m.request.mem_peak.unwrap_or(0));
                         self.unpersist(now, &m.request.name, "rejected", &why);
                         self.record(
                             now,

@@ -10,6 +10,7 @@ use overbook_agent::config::AgentConfig;
 use overbook_agent::events::details::{Finished, Preempted, Resumed};
 use overbook_agent::events::{Event, EventKind, EventLog};
 use overbook_agent::tasks::{RunError, RunRequest};
+use overbook_core::action::RejectReason;
 use overbook_core::{Class, Time};
 use overbook_linux::{host_cgroups, HostSupport, NodeCgroups};
 use std::collections::VecDeque;
@@ -128,7 +129,7 @@ impl OverbookScene {
                 if retry { format!("{}-r{}", j.name, self.retries + 1) } else { j.name.clone() };
             match self.submit(now, j, &name, be_chain, p) {
                 Ok(()) => {}
-                Err(RunError::Rejected(why)) if why == "QueueFull" => return Ok(()),
+                Err(RunError::Rejected { reason: RejectReason::QueueFull, .. }) => return Ok(()),
                 Err(e) => return Err(format!("{name}: {e}")),
             }
             if retry {
