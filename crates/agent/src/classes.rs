@@ -51,6 +51,12 @@ impl ClassRules {
         ClassRules { rules, default }
     }
 
+    /// The rules in order (pattern, class, weight), and the default class.
+    pub fn rules(&self) -> (Vec<(String, Class, u32)>, Class) {
+        let rules = self.rules.iter().map(|r| (r.pattern.as_str().to_string(), r.class, r.weight));
+        (rules.collect(), self.default)
+    }
+
     /// The class of the container named `name` (the last part of its path).
     pub fn class_of(&self, name: &str) -> Class {
         self.of(name).0

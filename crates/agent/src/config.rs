@@ -82,6 +82,84 @@ pub struct AgentConfig {
     pub cpu: CpuShares,
 }
 
+impl AgentConfig {
+    /// The configuration as it takes effect, defaults included, in the
+    /// file's own terms: TOML the agent reads back to the same config.
+    pub fn effective_toml(&self) -> String {
+        use toml::{Table, Value};
+        let secs = |d: Duration| Value::Float(d.as_secs_f64());
+        let path = |p: &std::path::Path| Value::String(p.display().to_string());
+        let mut node = Table::new();
+        node.insert("root".into(), Value::String(self.root.clone()));
+        if let Some(driver) = self.pods {
+            let name = match driver {
+                overbook_linux::kubepods::CgroupDriver::Cgroupfs => "cgroupfs",
+                overbook_linux::kubepods::CgroupDriver::Systemd => "systemd",
+            };
+            node.insert("pods".into(), Value::String(name.into()));
+        }
+        if let Some(c) = self.capacity {
+            node.insert("capacity".into(), Value::String(format!("{}MiB", c >> 20)));
+        }
+        node.insert("swap_mb_s".into(), Value::Float(self.swap_write / 1e6));
+        let mut agent = Table::new();
+        agent.insert("sample_period".into(), secs(self.sample_period));
+        agent.insert("calm_period".into(), secs(self.calm_period));
+        if let Some(p) = &self.event_log {
+            agent.insert("event_log".into(), path(p));
+        }
+        agent.insert("task_log_dir".into(), path(&self.task_log_dir));
+        let state_db = self.state_db.as_deref().map_or(Value::String(String::new()), path);
+        agent.insert("state_db".into(), state_db);
+        agent.insert("protect_critical".into(), Value::Boolean(self.protect_critical));
+        let mut cpu = Table::new();
+        for (key, class) in [
+            ("best-effort", Class::BestEffort),
+            ("production", Class::Production),
+            ("critical", Class::Critical),
+        ] {
+            let share = match self.cpu.of(class) {
+                None => Value::String("unchanged".into()),
+                Some(CpuShare::Idle) => Value::String("idle".into()),
+                Some(CpuShare::Weight(w)) => Value::Integer(i64::from(w)),
+            };
+            cpu.insert(key.into(), share);
+        }
+        let c = &self.checkpoint;
+        let mut checkpoint = Table::new();
+        checkpoint.insert("images_dir".into(), path(&c.images_dir));
+        checkpoint.insert("shared".into(), Value::Boolean(c.shared));
+        checkpoint.insert("timeout".into(), secs(c.timeout));
+        if let Some(bw) = c.bandwidth {
+            checkpoint.insert("write_mb_s".into(), Value::Float(bw.write / 1e6));
+            checkpoint.insert("read_mb_s".into(), Value::Float(bw.read / 1e6));
+        }
+        checkpoint.insert(
+            "pre_dump_interval".into(),
+            c.pre_dump_interval.map_or(Value::Float(0.0), secs),
+        );
+        let (rules, default) = self.classes.rules();
+        let classes = rules.into_iter().map(|(pattern, class, weight)| {
+            let mut rule = Table::new();
+            rule.insert("pattern".into(), Value::String(pattern));
+            rule.insert("class".into(), Value::String(class.to_string()));
+            rule.insert("weight".into(), Value::Integer(i64::from(weight)));
+            Value::Table(rule)
+        });
+        let mut all = Table::new();
+        all.insert("default_class".into(), Value::String(default.to_string()));
+        all.insert("node".into(), Value::Table(node));
+        all.insert("agent".into(), Value::Table(agent));
+        all.insert("cpu".into(), Value::Table(cpu));
+        all.insert("checkpoint".into(), Value::Table(checkpoint));
+        all.insert("classes".into(), Value::Array(classes.collect()));
+        if let Ok(Value::Table(policy)) = Value::try_from(&self.policy) {
+            all.insert("policy".into(), Value::Table(policy));
+        }
+        toml::to_string(&all).unwrap_or_else(|e| format!("# cannot be shown as TOML: {e}\n"))
+    }
+}
+
 /// The CPU share the agent gives each class's containers (`None`: left as
 /// the kernel or their maker set it). Why: best-effort work that competes
 /// with production for CPU as an equal slows it as surely as memory does
@@ -880,6 +958,19 @@ mod documented {
         let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
         let len = doc[start..].find("```").expect("its end");
         &doc[start..start + len]
+    }
+
+    #[test]
+    fn the_effective_toml_reads_back_to_the_same_config() {
+        let example = AgentConfig::parse(documented_example(), "docs/agent.md").expect("valid");
+        let pods = AgentConfig::parse("[node]\nroot = \"kubepods\"\npods = \"systemd\"\n", "t")
+            .expect("valid");
+        for config in [AgentConfig::default(), example, pods] {
+            let text = config.effective_toml();
+            let back =
+                AgentConfig::parse(&text, "effective").unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(back, config, "{text}");
+        }
     }
 
     #[test]

@@ -140,7 +140,11 @@ pub fn agent(args: AgentArgs) -> Result<()> {
         None => AgentConfig::default(),
     };
     if args.check_config {
-        println!("config is valid: {config:#?}");
+        println!(
+            "# {} is valid; the agent would run with this (defaults included):\n",
+            args.config.as_ref().map_or("the built-in default".into(), |p| p.display().to_string())
+        );
+        print!("{}", config.effective_toml());
         return Ok(());
     }
     if !overbook_linux::process::is_root() {

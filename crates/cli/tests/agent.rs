@@ -25,6 +25,29 @@ fn may_run_agent() -> bool {
 }
 
 #[test]
+fn a_good_config_is_shown_as_it_takes_effect_in_its_own_terms() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("agent.toml");
+    std::fs::write(&path, "[node]\nroot = \"nodes/a\"\n").expect("write");
+    let o = overbook(&["agent", "--config", path.to_str().expect("utf-8"), "--check-config"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.starts_with(&format!("# {} is valid", path.display())), "{out}");
+    // What it prints is a config the agent reads back as the same one.
+    let shown = dir.path().join("shown.toml");
+    std::fs::write(&shown, out.as_bytes()).expect("write");
+    let again = overbook(&["agent", "--config", shown.to_str().expect("utf-8"), "--check-config"]);
+    let again_out = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{again_out}{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(
+        out.lines().skip(1).collect::<Vec<_>>(),
+        again_out.lines().skip(1).collect::<Vec<_>>()
+    );
+    assert!(out.contains("root = \"nodes/a\""), "{out}");
+    assert!(!out.contains("AgentConfig {"), "no debug dump: {out}");
+}
+
+#[test]
 fn a_bad_config_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("agent.toml");
