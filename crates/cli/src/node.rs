@@ -359,26 +359,44 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     };
     let s = overbook_lab::demo::run(&plan, |line| println!("{line}"))
         .map_err(|e| anyhow::anyhow!("demo: {e}"))?;
-    let pct = |x: f64| if s.alone > 0.0 { 100.0 * x / s.alone } else { 0.0 };
+    let alone = s.alone.mean;
+    let pct = |x: f64| if alone > 0.0 { 100.0 * x / alone } else { 0.0 };
     println!();
-    println!("{:<36} {:>14} {:>10}", "PRODUCTION THROUGHPUT", "reads/s", "of alone");
-    println!("{:<36} {:>14.0} {:>9.0}%", "alone", s.alone, 100.0);
     println!(
-        "{:<36} {:>14.0} {:>9.0}%",
-        "beside one hog that fits",
-        s.beside_one,
-        pct(s.beside_one)
+        "{:<36} {:>12} {:>9} {:>24}",
+        "PRODUCTION THROUGHPUT", "reads/s", "of alone", "each second (of alone)"
     );
-    println!("{:<36} {:>14.0} {:>9.0}%", "squeezed, no agent", s.squeezed, pct(s.squeezed));
-    println!(
-        "{:<36} {:>14.0} {:>9.0}%",
-        "squeezed, with the agent (whole)",
-        s.with_agent,
-        pct(s.with_agent)
-    );
-    if let Some(a) = s.after_preemption {
-        println!("{:<36} {:>14.0} {:>9.0}%", "  after its preemption", a, pct(a));
+    let row = |what: &str, x: &overbook_lab::demo::Spread| {
+        println!(
+            "{what:<36} {:>12.0} {:>8.0}% {:>15}  ({} s)",
+            x.mean,
+            pct(x.mean),
+            format!("{:.0}%..{:.0}%", pct(x.lo), pct(x.hi)),
+            x.seconds
+        );
+    };
+    row("alone", &s.alone);
+    row("beside one hog that fits", &s.beside_one);
+    row("squeezed, no agent", &s.squeezed);
+    row("squeezed, with the agent (whole)", &s.with_agent);
+    if let Some(a) = &s.after_preemption {
+        row("  after its preemption", a);
     }
+    println!();
+    let after = s
+        .after_preemption
+        .as_ref()
+        .map_or(String::new(), |a| format!(" ({:.0}% once it had preempted)", pct(a.mean)));
+    println!(
+        "What this shows: squeezed by best-effort memory with no one acting, production \
+         read {:.0}% of what it reads alone; with the agent it read {:.0}%{after}, against \
+         {:.0}% beside the one hog that fits (the most a preemption can give back while \
+         best-effort work runs). The last column is how far each second's rate strayed: a \
+         difference smaller than that is noise, and longer phases (--phase-seconds) narrow it.",
+        pct(s.squeezed.mean),
+        pct(s.with_agent.mean),
+        pct(s.beside_one.mean),
+    );
     if let Some(size) = s.swap_added {
         println!("swap: {} MiB added for the demo, removed again", size / MIB);
     }

@@ -42,16 +42,38 @@ pub struct DemoPlan {
     pub swap: Option<u64>,
 }
 
+/// Production's throughput over one phase: the mean of its per-second
+/// rates, and how far they ranged (how sure the mean is).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spread {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    /// How many per-second rates.
+    pub seconds: usize,
+}
+
+impl Spread {
+    pub fn of(rates: &[f64]) -> Spread {
+        Spread {
+            mean: mean(rates),
+            lo: rates.iter().copied().fold(f64::INFINITY, f64::min).min(f64::MAX),
+            hi: rates.iter().copied().fold(0.0, f64::max),
+            seconds: rates.len(),
+        }
+    }
+}
+
 /// Production's throughput in each phase.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DemoSummary {
-    pub alone: f64,
+    pub alone: Spread,
     /// Beside the one hog that fits: what is left after one preemption.
-    pub beside_one: f64,
-    pub squeezed: f64,
-    pub with_agent: f64,
+    pub beside_one: Spread,
+    pub squeezed: Spread,
+    pub with_agent: Spread,
     /// Throughput in the with-agent phase after the preemption.
-    pub after_preemption: Option<f64>,
+    pub after_preemption: Option<Spread>,
     pub preempted: Vec<String>,
     /// Swap the demo added, bytes (none when the machine had some, or it
     /// could not be added: the reason is in `swap_note`).
@@ -158,6 +180,7 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
     let mut preempted = Vec::new();
     let mut next_report = Instant::now();
     let mut seen = 0;
+    let mut last_line = String::new();
     while start.elapsed() < plan.phase * 2 {
         let now = Time::from_duration(start.elapsed());
         let tick = agent.tick(now).map_err(|e| e.to_string())?;
@@ -196,7 +219,13 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
                     format!("{} {} MiB {:.0} refaults/s", c.name, c.usage / MIB, c.refaults_per_s)
                 })
                 .collect();
-            say(&format!("  t={:>4.1}s  {}", start.elapsed().as_secs_f64(), line.join(" | ")));
+            // A calm node's containers are read every few seconds: a line
+            // is said only when there is a new reading to say.
+            let line = line.join(" | ");
+            if line != last_line {
+                say(&format!("  t={:>4.1}s  {line}", start.elapsed().as_secs_f64()));
+                last_line = line;
+            }
         }
         std::thread::sleep(config.sample_period);
     }
@@ -205,8 +234,8 @@ pub fn run(plan: &DemoPlan, mut say: impl FnMut(&str)) -> Result<DemoSummary, St
         alone,
         beside_one,
         squeezed,
-        with_agent: mean(&all),
-        after_preemption: (!after.is_empty()).then(|| mean(&after)),
+        with_agent: Spread::of(&all),
+        after_preemption: (!after.is_empty()).then(|| Spread::of(&after)),
         preempted,
         swap_added: swap.as_ref().map(|(_, size)| *size),
         swap_note,
@@ -220,8 +249,8 @@ fn tempfile_dir(base: &Path) -> Result<tempfile::TempDir, String> {
         .map_err(|e| format!("cannot make a scratch directory in {}: {e}", base.display()))
 }
 
-/// Production's mean rate over `span`, printing each second's.
-fn measure(prod: &mut Worker, span: Duration, say: &mut impl FnMut(&str)) -> f64 {
+/// Production's rates over `span`, printing each second's.
+fn measure(prod: &mut Worker, span: Duration, say: &mut impl FnMut(&str)) -> Spread {
     let _ = prod.drain_rates();
     let until = Instant::now() + span;
     let mut rates = Vec::new();
@@ -229,5 +258,5 @@ fn measure(prod: &mut Worker, span: Duration, say: &mut impl FnMut(&str)) -> f64
         say(&format!("  production: {r:>10.0} reads/s"));
         rates.push(r);
     }
-    mean(&rates)
+    Spread::of(&rates)
 }
