@@ -9,6 +9,7 @@ mod checkpointing;
 mod dumping;
 mod durable;
 mod executor;
+mod pods;
 mod supervisor;
 mod swap_out;
 
@@ -49,6 +50,8 @@ pub enum AgentError {
     Store(#[from] StoreError),
     #[error("cannot become a child subreaper (restored tasks would not be reaped): {0}")]
     Subreaper(overbook_linux::CgroupError),
+    #[error("kubernetes: {0}")]
+    Kubernetes(String),
 }
 
 /// What one tick did, for the daemon and for tests.
@@ -144,6 +147,8 @@ pub struct Agent<C> {
     swap_outs: swap_out::SwapOuts,
     /// The checkpoint under way, off the loop, and the victims queued for it.
     dumps: dumping::Dumps,
+    /// The pods' classes from the API server, on a Kubernetes node.
+    pods: Option<pods::Pods>,
 }
 
 impl<C> Agent<C> {
@@ -274,6 +279,10 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             pre_dump_backoff: BTreeMap::new(),
             swap_outs: swap_out::SwapOuts::default(),
             dumps: dumping::Dumps::default(),
+            pods: match &config.kubernetes {
+                None => None,
+                Some(k) => Some(pods::Pods::start(k).map_err(AgentError::Kubernetes)?),
+            },
         })
     }
 
@@ -313,6 +322,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.requeue_after_backoff(now);
         self.collect_swap_outs(now);
         self.collect_dumps(now, &mut tick);
+        self.read_pods(now);
         // Sample: every container, or (calm node) nothing.
         if !self.sample_node(now, &mut tick)? {
             return Ok(tick);

@@ -80,6 +80,20 @@ pub struct AgentConfig {
     pub checkpoint: CheckpointConfig,
     /// Each class's CPU share, set on its containers as they are found.
     pub cpu: CpuShares,
+    /// Pods' classes from the API server (with `pods`).
+    pub kubernetes: Option<KubernetesConfig>,
+}
+
+/// `[kubernetes]`: where the agent reads its node's pods' classes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KubernetesConfig {
+    /// This node's name in the API server (the pods' `spec.nodeName`).
+    pub node_name: String,
+    /// Credentials; `None`: the pod's service account, else `$KUBECONFIG`
+    /// or `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// PriorityClass names and their pods' class.
+    pub priority_classes: std::collections::BTreeMap<String, Class>,
 }
 
 impl AgentConfig {
@@ -153,6 +167,17 @@ impl AgentConfig {
         all.insert("cpu".into(), Value::Table(cpu));
         all.insert("checkpoint".into(), Value::Table(checkpoint));
         all.insert("classes".into(), Value::Array(classes.collect()));
+        if let Some(k) = &self.kubernetes {
+            let mut kube = Table::new();
+            kube.insert("node_name".into(), Value::String(k.node_name.clone()));
+            if let Some(p) = &k.kubeconfig {
+                kube.insert("kubeconfig".into(), path(p));
+            }
+            let classes = k.priority_classes.iter();
+            let classes = classes.map(|(n, c)| (n.clone(), Value::String(c.to_string())));
+            kube.insert("priority_classes".into(), Value::Table(classes.collect()));
+            all.insert("kubernetes".into(), Value::Table(kube));
+        }
         if let Ok(Value::Table(policy)) = Value::try_from(&self.policy) {
             all.insert("policy".into(), Value::Table(policy));
         }
@@ -206,6 +231,7 @@ impl Default for AgentConfig {
             policy: PolicyConfig::production_first(),
             checkpoint: CheckpointConfig::default(),
             cpu: CpuShares::default(),
+            kubernetes: None,
         }
     }
 }
@@ -227,6 +253,15 @@ struct RawConfig {
     checkpoint: RawCheckpoint,
     #[serde(default)]
     cpu: RawCpu,
+    kubernetes: Option<RawKubernetes>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKubernetes {
+    node_name: Option<String>,
+    kubeconfig: Option<PathBuf>,
+    priority_classes: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `[policy]` as written: a stage left out is the agent's default
@@ -594,7 +629,12 @@ impl RawConfig {
             production: check_cpu_share("cpu.production", self.cpu.production, d.production)?,
             critical: check_cpu_share("cpu.critical", self.cpu.critical, d.critical)?,
         };
+        let kubernetes = match self.kubernetes {
+            None => None,
+            Some(k) => Some(check_kubernetes(k, pods.is_some())?),
+        };
         Ok(AgentConfig {
+            kubernetes,
             root,
             pods,
             capacity,
@@ -627,6 +667,35 @@ impl RawConfig {
             cpu,
         })
     }
+}
+
+fn check_kubernetes(k: RawKubernetes, pods: bool) -> Result<KubernetesConfig, ConfigError> {
+    if !pods {
+        return Err(ConfigError::new(
+            "kubernetes",
+            "needs node.pods (the kubelet's cgroup driver): the pods the API server names are \
+             found in the kubelet's cgroups",
+        ));
+    }
+    let node_name = k.node_name.filter(|n| !n.trim().is_empty()).ok_or_else(|| {
+        ConfigError::new("kubernetes.node_name", "missing: this node's name in the API server")
+    })?;
+    let mut priority_classes = crate::kubernetes::classify::default_priority_classes();
+    for (name, class) in k.priority_classes.unwrap_or_default() {
+        let class = class.parse::<Class>().map_err(|_| {
+            ConfigError::new(
+                format!("kubernetes.priority_classes.{name}"),
+                format!("{class:?} is no class: {}", class_names()),
+            )
+        })?;
+        priority_classes.insert(name, class);
+    }
+    let kubeconfig = match k.kubeconfig {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => Some(check_absolute("kubernetes.kubeconfig", p)?),
+        None => None,
+    };
+    Ok(KubernetesConfig { node_name, kubeconfig, priority_classes })
 }
 
 fn class_names() -> String {
@@ -949,6 +1018,32 @@ mod pods {
 }
 
 #[cfg(test)]
+mod kubernetes {
+    use super::*;
+
+    #[test]
+    fn the_api_server_s_part_needs_the_pods_a_node_name_and_known_classes() {
+        let err = |t: &str| AgentConfig::parse(t, "agent.toml").expect_err("refused").to_string();
+        let e = err("[kubernetes]\nnode_name = \"n1\"\n");
+        assert!(e.contains("agent.toml: kubernetes: needs node.pods"), "{e}");
+        let pods = "[node]\npods = \"cgroupfs\"\n";
+        let e = err(&format!("{pods}[kubernetes]\n"));
+        assert!(e.contains("kubernetes.node_name: missing"), "{e}");
+        let e = err(&format!(
+            "{pods}[kubernetes]\nnode_name = \"n1\"\n[kubernetes.priority_classes]\nhigh = \"urgent\"\n"
+        ));
+        assert!(e.contains("kubernetes.priority_classes.high: \"urgent\" is no class"), "{e}");
+        let e = err(&format!("{pods}[kubernetes]\nnode_name = \"n1\"\nkubeconfig = \"k.conf\"\n"));
+        assert!(e.contains("kubernetes.kubeconfig"), "{e}");
+        let c = AgentConfig::parse(&format!("{pods}[kubernetes]\nnode_name = \"n1\"\n"), "t")
+            .expect("valid");
+        let k = c.kubernetes.expect("set");
+        assert_eq!(k.priority_classes.get("system-node-critical"), Some(&Class::Critical));
+        assert_eq!(k.kubeconfig, None);
+    }
+}
+
+#[cfg(test)]
 mod documented {
     use super::*;
 
@@ -963,8 +1058,12 @@ mod documented {
     #[test]
     fn the_effective_toml_reads_back_to_the_same_config() {
         let example = AgentConfig::parse(documented_example(), "docs/agent.md").expect("valid");
-        let pods = AgentConfig::parse("[node]\nroot = \"kubepods\"\npods = \"systemd\"\n", "t")
-            .expect("valid");
+        let pods = AgentConfig::parse(
+            "[node]\nroot = \"kubepods\"\npods = \"systemd\"\n[kubernetes]\nnode_name = \"n1\"\n\
+             kubeconfig = \"/etc/k.conf\"\n[kubernetes.priority_classes]\nbatch = \"best-effort\"\n",
+            "t",
+        )
+        .expect("valid");
         for config in [AgentConfig::default(), example, pods] {
             let text = config.effective_toml();
             let back =

@@ -24,6 +24,7 @@ pub mod config;
 pub mod daemon;
 pub mod events;
 pub mod http;
+pub mod kubernetes;
 pub mod lock;
 pub mod metrics;
 pub mod node;

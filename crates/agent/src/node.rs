@@ -86,11 +86,15 @@ pub struct NodeView<C> {
     carried: BTreeMap<ContainerId, (Duration, Option<ImageInfo>)>,
     /// `Some`: the containers are a kubelet's pods, named by this driver.
     pods: Option<CgroupDriver>,
+    /// Pods' classes as the API server says them, by uid.
+    api_classes: BTreeMap<String, Class>,
+    /// Each known pod's uid, by its path.
+    pod_uids: BTreeMap<String, String>,
 }
 
 /// The containers under the root, each with the name its class rules match,
 /// and the directories that are none.
-type Found = (Vec<(ContainerPath, String)>, Vec<String>);
+type Found = (Vec<(ContainerPath, String, Option<String>)>, Vec<String>);
 
 impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     /// A view of the containers directly under `root`.
@@ -111,7 +115,27 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             root_limit: std::cell::Cell::new(None),
             carried: BTreeMap::new(),
             pods: None,
+            api_classes: BTreeMap::new(),
+            pod_uids: BTreeMap::new(),
         }
+    }
+
+    /// The API server says pod `uid` is of `class`: its container takes it
+    /// now if it is known (returned, with the class it had), else when
+    /// it is found.
+    pub fn set_pod_class(&mut self, uid: &str, class: Class) -> Option<(ContainerPath, Class)> {
+        self.api_classes.insert(uid.to_string(), class);
+        let key = self.pod_uids.iter().find(|(_, u)| *u == uid).map(|(k, _)| k.clone())?;
+        let k = self.known.get_mut(&key)?;
+        let before = k.class;
+        k.class = class;
+        (before != class).then(|| (k.path.clone(), before))
+    }
+
+    /// The API server no longer has pod `uid`: what its rules say holds
+    /// again for a container found later.
+    pub fn forget_pod(&mut self, uid: &str) {
+        self.api_classes.remove(uid);
     }
 
     /// The containers are a kubelet's pods under `root`, named by `driver`
@@ -133,12 +157,15 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             None => self.cgroups.discover_all(&self.root)?.map(|d| {
                 let named = d.containers.into_iter().map(|p| {
                     let name = p.name().to_string();
-                    (p, name)
+                    (p, name, None)
                 });
                 (named.collect(), d.skipped)
             }),
             Some(driver) => discover_pods(&self.cgroups, &self.root, driver)?.map(|d| {
-                let named = d.pods.into_iter().map(|p| (p.path, format!("{}-{}", p.qos, p.uid)));
+                let named = d
+                    .pods
+                    .into_iter()
+                    .map(|p| (p.path, format!("{}-{}", p.qos, p.uid), Some(p.uid)));
                 (named.collect(), d.skipped)
             }),
         })
@@ -236,7 +263,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         };
         let mut sample = NodeSample { skipped, ..NodeSample::default() };
         let mut next = BTreeMap::new();
-        for (path, rule_name) in found {
+        for (path, rule_name, uid) in found {
             let key = path.as_str().to_string();
             // One container's odd files (a kernel quirk, a file made
             // unreadable) must not blind the agent to every other one.
@@ -283,6 +310,15 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 }
                 None => {
                     let (class_by_name, weight_by_name) = self.classes.of(&rule_name);
+                    // What the API server says of a pod comes before any rule.
+                    let class_by_name = uid
+                        .as_ref()
+                        .and_then(|u| self.api_classes.get(u))
+                        .copied()
+                        .unwrap_or(class_by_name);
+                    if let Some(u) = &uid {
+                        self.pod_uids.insert(key.clone(), u.clone());
+                    }
                     let (id, class, weight) = match self.reserved.get(&key) {
                         Some(&(id, class, weight)) => (id, class, weight.unwrap_or(weight_by_name)),
                         None => {
@@ -322,6 +358,8 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         sample.gone =
             std::mem::take(&mut self.known).into_values().map(|k| (k.id, k.path)).collect();
         self.known = next;
+        let known = &self.known;
+        self.pod_uids.retain(|key, _| known.contains_key(key));
         let root = self.root_counters()?;
         self.root_limit.set(None);
         sample.node = self.node_stats(root.as_ref())?;

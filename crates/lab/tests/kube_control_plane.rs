@@ -10,8 +10,16 @@
 //! once per machine); `scripts/test-all` builds the control plane and runs
 //! it, and there a missing binary FAILS it.
 
+mod common;
+
+use common::*;
+use overbook_agent::spawn::command_in;
+use overbook_agent::{Agent, AgentConfig, EventLog};
+use overbook_linux::kubepods::{CgroupDriver, QosClass};
+use overbook_linux::{host_cgroups, ContainerCgroups, HostSupport, Outcome};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube")
@@ -151,4 +159,132 @@ fn a_real_control_plane_does_what_the_kubernetes_mode_will_ask_of_it() {
         assert!(!alive(pid), "{pid} outlived `scripts/kube down`");
     }
     assert!(!scratch.path().join("plane").exists(), "down removes its directory");
+}
+
+/// A pod bound to node-a, as JSON: `extra` goes into its metadata, `spec`
+/// into its spec.
+fn pod(namespace: &str, name: &str, metadata: &str, spec: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{namespace}"{metadata}}},
+ "spec":{{"nodeName":"node-a"{spec},"containers":[{{"name":"app","image":"none"{resources}}}]}}}}"#,
+        resources = if name.contains("batch") {
+            r#","resources":{"requests":{"overbook.io/batch-memory":"64Mi"},"limits":{"overbook.io/batch-memory":"64Mi"}}"#
+        } else {
+            ""
+        }
+    )
+}
+
+#[test]
+#[ignore = "needs the control plane built by `scripts/kube build`: run by scripts/test-all"]
+fn the_agent_takes_its_pods_classes_from_the_api_server_and_follows_their_changes() {
+    let Some(mut node) = Node::new("kube-api", 512 * MIB) else { return };
+    let plane = ControlPlane::up(node.dir.path().join("plane"));
+    plane.ok(&["create", "serviceaccount", "default", "-n", "kube-system"], None);
+    let pods = [
+        ("default", "be-annotated", r#","annotations":{"overbook.io/class":"best-effort"}"#, ""),
+        ("kube-system", "crit", "", r#","priorityClassName":"system-node-critical""#),
+        ("default", "be-batch", "", ""),
+        ("default", "prod", "", ""),
+        ("default", "odd", r#","annotations":{"overbook.io/class":"batch"}"#, ""),
+    ];
+    for (ns, name, metadata, spec) in pods {
+        plane.ok(&["create", "-f", "-"], Some(&pod(ns, name, metadata, spec)));
+    }
+    // The kubelet's part: each pod's cgroup (by its uid and QoS class, as
+    // the API server says them) with one container and a process in it.
+    let listed = plane.ok(
+        &["get", "pods", "-A", "-o", r#"jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.qosClass}{"\n"}{end}"#],
+        None,
+    );
+    let driver = CgroupDriver::Cgroupfs;
+    let kubepods = node.root.child("kubepods").expect("valid");
+    let made = |node: &mut Node, path: &overbook_linux::ContainerPath| {
+        match node.cg.create(path, None) {
+            Ok(Outcome::Done(())) => node.adopt(path.clone()),
+            // A QoS group made for an earlier pod.
+            Err(overbook_linux::CgroupError::Exists { .. }) => {}
+            other => panic!("create {path}: {other:?}"),
+        }
+    };
+    made(&mut node, &kubepods);
+    let mut uids = std::collections::BTreeMap::new();
+    let mut children = Vec::new();
+    for line in listed.lines() {
+        let [name, uid, qos] = line.split(' ').collect::<Vec<_>>()[..] else { panic!("{line}") };
+        let qos = match qos {
+            "Guaranteed" => QosClass::Guaranteed,
+            "Burstable" => QosClass::Burstable,
+            _ => QosClass::BestEffort,
+        };
+        let group = match driver.qos_dir(qos) {
+            Some(dir) => kubepods.child(&dir).expect("valid"),
+            None => kubepods.clone(),
+        };
+        made(&mut node, &group);
+        let pod_path = group.child(&driver.pod_dir(qos, uid)).expect("valid");
+        made(&mut node, &pod_path);
+        let app = pod_path.child("app").expect("valid");
+        made(&mut node, &app);
+        let mut child = command_in(&*node.cg, &app, WORKLOAD, ["anon", "4M"])
+            .expect("the cgroup's files")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        wait_ready(&mut child);
+        children.push(child);
+        uids.insert(name.to_string(), pod_path.name().to_string());
+    }
+    assert_eq!(uids.len(), 5, "{listed}");
+
+    let text = format!(
+        "[node]\nroot = \"{}\"\npods = \"cgroupfs\"\n[agent]\nstate_db = \"\"\nsample_period = 0.1\n\
+         task_log_dir = \"{}\"\n[kubernetes]\nnode_name = \"node-a\"\nkubeconfig = \"{}\"\n",
+        kubepods.as_str(),
+        node.dir.path().join("tasks").display(),
+        plane.kubeconfig
+    );
+    let config = AgentConfig::parse(&text, "test").expect("valid config");
+    let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
+    let mut agent = Agent::new(&config, cg, EventLog::in_memory(1000)).expect("agent starts");
+    let start = Instant::now();
+    let class_of = |a: &Agent<Box<dyn overbook_linux::NodeCgroups>>, pod: &str| {
+        let dir = &uids[pod];
+        a.status().containers.iter().find(|c| &c.name == dir).map(|c| c.class.clone())
+    };
+    let want = [
+        ("be-annotated", "best-effort"),
+        ("crit", "critical"),
+        ("be-batch", "best-effort"),
+        ("prod", "production"),
+        ("odd", "production"),
+    ];
+    run_for(&mut agent, start, Duration::from_secs(30), |a| {
+        want.iter().all(|(p, c)| class_of(a, p).as_deref() == Some(*c))
+    });
+    let events = kinds(&agent, "pod-classified");
+    for (p, c) in want {
+        let all: Vec<_> =
+            agent.events().recent().map(|e| format!("{} {}", e.kind.as_str(), e.detail)).collect();
+        assert_eq!(class_of(&agent, p).as_deref(), Some(c), "{p}: {all:?}");
+    }
+    let odd = events.iter().find(|e| e["detail"]["pod"] == "default/odd").expect("told");
+    assert!(odd["detail"]["problem"].as_str().is_some_and(|p| p.contains("\"batch\"")), "{odd}");
+    assert_eq!(kinds(&agent, "pods-synced").len(), 1, "listed once");
+
+    // A change on the server reaches the node: prod becomes best-effort.
+    plane.ok(&["annotate", "pod", "prod", "overbook.io/class=best-effort"], None);
+    run_for(&mut agent, start, Duration::from_secs(30), |a| {
+        class_of(a, "prod").as_deref() == Some("best-effort")
+    });
+    assert_eq!(class_of(&agent, "prod").as_deref(), Some("best-effort"));
+    let changed = kinds(&agent, "pod-classified");
+    let prod = changed.iter().rev().find(|e| e["detail"]["pod"] == "default/prod").expect("told");
+    assert_eq!(prod["detail"]["was"], "production", "{prod}");
+    drop(agent);
+    drop(plane);
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

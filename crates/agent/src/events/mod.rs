@@ -72,6 +72,12 @@ event_kinds! {
     Dumping = "dumping",
     /// A victim chosen for a checkpoint while another is dumped: frozen at once, it waits its turn (usage, ahead_s).
     DumpQueued = "dump-queued",
+    /// A pod's class as the API server says it (pod, uid, class, why, a problem if a value was not understood, the class it had if it changed).
+    PodClassified = "pod-classified",
+    /// Every pod bound to this node has been listed from the API server (pods).
+    PodsSynced = "pods-synced",
+    /// The API server could not be read (error); retried with backoff, said once until it answers.
+    ApiServerTrouble = "api-server-trouble",
     /// A running task's pre-dump (images, pages, bytes, took_s).
     PreDumped = "pre-dumped",
     /// A frozen container's swap-out ended (asked, reclaimed bytes or why not, swap_out_us); it runs off the agent's loop.
