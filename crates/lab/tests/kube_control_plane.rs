@@ -13,12 +13,11 @@
 mod common;
 
 use common::*;
-use overbook_agent::spawn::command_in;
 use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_linux::kubepods::{CgroupDriver, QosClass};
 use overbook_linux::{host_cgroups, ContainerCgroups, HostSupport, Outcome};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn script() -> PathBuf {
@@ -226,13 +225,7 @@ fn the_agent_takes_its_pods_classes_from_the_api_server_and_follows_their_change
         made(&mut node, &pod_path);
         let app = pod_path.child("app").expect("valid");
         made(&mut node, &app);
-        let mut child = command_in(&*node.cg, &app, WORKLOAD, ["anon", "4M"])
-            .expect("the cgroup's files")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        wait_ready(&mut child);
-        children.push(child);
+        children.push(hold_in(&node, &app, "4M"));
         uids.insert(name.to_string(), pod_path.name().to_string());
     }
     assert_eq!(uids.len(), 5, "{listed}");

@@ -9,14 +9,12 @@
 mod common;
 
 use common::*;
-use overbook_agent::spawn::command_in;
 use overbook_agent::tasks::{PreemptRequest, RunRequest};
 use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_core::{Class, Time};
 use overbook_linux::kubepods::{CgroupDriver, QosClass};
 use overbook_linux::{host_cgroups, ContainerCgroups, ContainerPath, HostSupport, Outcome};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const UIDS: [(QosClass, &str); 3] = [
@@ -29,17 +27,6 @@ const UIDS: [(QosClass, &str); 3] = [
 fn make(node: &mut Node, path: &ContainerPath) {
     assert_eq!(node.cg.create(path, None).expect("create"), Outcome::Done(()), "{path}");
     node.adopt(path.clone());
-}
-
-/// A process in `container` that holds `size` of memory until killed.
-fn hold(node: &Node, container: &ContainerPath, size: &str) -> Child {
-    let mut child = command_in(&*node.cg, container, WORKLOAD, ["anon", size])
-        .expect("the cgroup's files")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    wait_ready(&mut child);
-    child
 }
 
 fn pods_node_finds_and_preempts_only_best_effort_pods(driver: CgroupDriver, tag: &str) {
@@ -66,7 +53,7 @@ fn pods_node_finds_and_preempts_only_best_effort_pods(driver: CgroupDriver, tag:
         // The pod's own cgroup holds nothing: its container's does.
         let container = pod.child("app").expect("valid");
         make(&mut node, &container);
-        children.push(hold(&node, &container, "16M"));
+        children.push(hold_in(&node, &container, "16M"));
         pods.push(pod);
     }
     // Not pods: what the kubelet's neighbours may leave there.

@@ -12,7 +12,6 @@
 mod common;
 
 use common::*;
-use overbook_agent::spawn::command_in;
 use overbook_agent::tasks::PreemptRequest;
 use overbook_core::Time;
 use overbook_linux::{ContainerCgroups, Outcome};
@@ -20,7 +19,6 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Directories made by hand beside the containers, removed on drop.
@@ -59,12 +57,7 @@ fn odd_directories_are_skipped_and_told_and_a_nested_pod_is_seen_and_killed_whol
     let inner = pod.child("inner").expect("valid");
     assert_eq!(node.cg.create(&inner, None).expect("create"), Outcome::Done(()));
     node.adopt(inner.clone());
-    let mut hog = command_in(&*node.cg, &inner, WORKLOAD, ["anon", "32M"])
-        .expect("the cgroup's files")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the hog");
-    wait_ready(&mut hog);
+    let mut hog = hold_in(&node, &inner, "32M");
 
     let mut agent = node.agent("");
     let start = Instant::now();

@@ -30,10 +30,10 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A victim the policy (or an operator) chose to checkpoint, with what its
-/// `preempted` event will say.
+/// A victim the policy (or an operator) chose to preempt, with what its
+/// `preempted` event will say (a checkpoint's carries it through its dump).
 #[derive(Clone, Debug)]
-pub(super) struct DumpOrder {
+pub(super) struct PreemptOrder {
     pub id: ContainerId,
     pub path: ContainerPath,
     pub class: Class,
@@ -65,13 +65,13 @@ pub(super) struct DumpResult {
 
 /// A dump that ended, for the loop to take up.
 pub(super) struct DumpDone {
-    pub order: DumpOrder,
+    pub order: PreemptOrder,
     pub pending: PendingDump,
     pub result: DumpResult,
 }
 
 struct Running {
-    order: DumpOrder,
+    order: PreemptOrder,
     pending: PendingDump,
     /// When it should end at the store's write bandwidth.
     expected: Instant,
@@ -82,7 +82,7 @@ struct Running {
 #[derive(Default)]
 pub(super) struct Dumps {
     running: Option<Running>,
-    queue: VecDeque<DumpOrder>,
+    queue: VecDeque<PreemptOrder>,
 }
 
 impl std::fmt::Debug for Dumps {
@@ -118,7 +118,7 @@ impl Dumps {
 
     /// Starts dumping on a thread of its own, incremental on `prev` (a
     /// full dump if CRIU refuses the pre-dump: the work is kept all the same).
-    pub fn start(&mut self, order: DumpOrder, pending: PendingDump, dumper: Dumper, write: f64) {
+    pub fn start(&mut self, order: PreemptOrder, pending: PendingDump, dumper: Dumper, write: f64) {
         let (root, dir, prev) = (pending.root, pending.dir.clone(), pending.prev.clone());
         let handle = std::thread::spawn(move || {
             let mut report = dumper.dump(root, &dir, prev.as_deref());
@@ -160,11 +160,11 @@ impl Dumps {
         Some(DumpDone { order: r.order, pending: r.pending, result })
     }
 
-    pub fn enqueue(&mut self, order: DumpOrder) {
+    pub fn enqueue(&mut self, order: PreemptOrder) {
         self.queue.push_back(order);
     }
 
-    pub fn next_queued(&mut self) -> Option<DumpOrder> {
+    pub fn next_queued(&mut self) -> Option<PreemptOrder> {
         self.queue.pop_front()
     }
 }
@@ -195,7 +195,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub(super) fn checkpoint_or_queue(
         &mut self,
         now: Time,
-        mut order: DumpOrder,
+        mut order: PreemptOrder,
         wait: bool,
         tick: &mut Tick,
     ) -> Result<(), String> {
@@ -287,7 +287,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     /// The node's fallback where a checkpoint could not be taken (the tree
     /// still runs): its memory must come back all the same.
-    pub(super) fn fall_back(&mut self, now: Time, order: &DumpOrder, why: String, tick: &mut Tick) {
+    pub(super) fn fall_back(
+        &mut self,
+        now: Time,
+        order: &PreemptOrder,
+        why: String,
+        tick: &mut Tick,
+    ) {
         let done = self.checkpoint_fallback();
         let fallback = Some(format!("{why}; {} instead", done.as_str()));
         self.intend_kill(now, order.id, done);
@@ -297,7 +303,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     /// A queued victim that cannot be thawed stays frozen, suspended.
-    fn conclude_as_freeze(&mut self, now: Time, order: &DumpOrder, why: String, tick: &mut Tick) {
+    fn conclude_as_freeze(
+        &mut self,
+        now: Time,
+        order: &PreemptOrder,
+        why: String,
+        tick: &mut Tick,
+    ) {
         let fallback = Some(format!("{why}; freeze instead"));
         let report = Ok(Outcome::Done(PreemptReport::default()));
         self.conclude(now, order, Preemption::Freeze, fallback, report, tick);

@@ -4,7 +4,7 @@
 //! resume, a reclaim, a critical container's protection), and the
 //! operator's preemptions by name, which take the same paths.
 
-use super::dumping::DumpOrder;
+use super::dumping::PreemptOrder;
 use super::{Agent, Tick, SETTLE};
 use crate::events::details::{self, PreemptReport, Preempted, Reclaimed, Resumed, Timings};
 use crate::events::{detail_json, EventKind};
@@ -72,7 +72,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             );
             return;
         }
-        let order = DumpOrder {
+        let order = PreemptOrder {
             id,
             path,
             class,
@@ -84,7 +84,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             issued: Instant::now(),
         };
         if let Preemption::Checkpoint { incremental } = how {
-            let order = DumpOrder { incremental, ..order };
+            let order = PreemptOrder { incremental, ..order };
             let why = match self.can_checkpoint(id) {
                 Err(why) => why,
                 Ok(()) => match self.checkpoint_or_queue(now, order.clone(), wait, tick) {
@@ -105,7 +105,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub(super) fn conclude(
         &mut self,
         now: Time,
-        order: &DumpOrder,
+        order: &PreemptOrder,
         done: Preemption,
         fallback: Option<String>,
         result: Result<Outcome<PreemptReport>, String>,

@@ -187,6 +187,20 @@ pub fn kinds<C>(agent: &Agent<C>, kind: &str) -> Vec<serde_json::Value> {
 pub const KILL: &str = "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 2.0\n\
                     [policy.preemptor]\nkind = \"kill\"\n";
 
+/// Starts the workload binary holding `size` of anonymous memory in an
+/// existing `container` (made by hand, as a kubelet or a pod's runtime
+/// would), and waits until it says `ready`.
+pub fn hold_in(node: &Node, container: &ContainerPath, size: &str) -> std::process::Child {
+    let mut child =
+        overbook_agent::spawn::command_in(&*node.cg, container, WORKLOAD, ["anon", size])
+            .expect("the cgroup's files")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the workload");
+    wait_ready(&mut child);
+    child
+}
+
 /// Waits for a workload started with its stdout piped to say `ready`. Its
 /// output is read to its end by a thread: a reader dropped after `ready`
 /// would end it with a broken pipe at its next line.
