@@ -5,7 +5,8 @@
 //! the command, or its first allocations would be charged elsewhere; and it
 //! leads a session of its own, inheriting no descriptor but stdio, so that
 //! CRIU can checkpoint its tree (CRIU refuses a tree whose session leader is
-//! outside it, and files it cannot restore).
+//! outside it, and files it cannot restore). It starts at the kernel's
+//! default OOM score, not the agent's own -1000.
 
 use overbook_linux::{CgroupError, ContainerCgroups, ContainerPath};
 use std::ffi::OsStr;
@@ -24,6 +25,7 @@ pub fn command_in<C: ContainerCgroups + ?Sized, S: AsRef<OsStr>>(
     let mut cmd = Command::new(program);
     cmd.args(args);
     overbook_linux::spawn::join_before_exec(&mut cmd, &cgroups.join_files(container), true)?;
+    overbook_linux::spawn::default_oom_score_before_exec(&mut cmd);
     Ok(cmd)
 }
 

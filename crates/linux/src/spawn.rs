@@ -63,9 +63,39 @@ pub fn mark_before_exec(cmd: &mut Command, mark: &Path) -> Result<(), CgroupErro
     Ok(())
 }
 
+/// Makes `cmd`'s child start at the kernel's default `oom_score_adj` (0)
+/// instead of inheriting this process's. Why: the agent shields itself
+/// with -1000, and a task it starts must stay a candidate for the
+/// kernel's OOM killer, the last line below the agent's own policy. A
+/// child that cannot write it fails its spawn and never runs.
+pub fn default_oom_score_before_exec(cmd: &mut Command) {
+    sys::default_oom_score_before_exec(cmd);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_starts_at_the_default_oom_score_whatever_its_parent_has() {
+        let own = std::fs::read_to_string("/proc/self/oom_score_adj").expect("reads its own");
+        // Raising needs no privilege; the old value is put back below
+        // (as root, or if it was not lower than 0).
+        std::fs::write("/proc/self/oom_score_adj", "500").expect("raises its own");
+        let score = |reset: bool| {
+            let mut cmd = Command::new("cat");
+            cmd.arg("/proc/self/oom_score_adj");
+            if reset {
+                default_oom_score_before_exec(&mut cmd);
+            }
+            let out = cmd.output().expect("runs cat");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let (inherited, reset) = (score(false), score(true));
+        let _ = std::fs::write("/proc/self/oom_score_adj", own.trim());
+        assert_eq!(inherited, "500", "a plain child inherits");
+        assert_eq!(reset, "0");
+    }
 
     #[test]
     fn a_mark_is_there_before_the_program_runs_and_a_left_one_fails_the_spawn() {

@@ -104,6 +104,26 @@ pub(crate) fn mark_before_exec(cmd: &mut Command, mark: std::ffi::CString) {
     }
 }
 
+/// Makes `cmd`'s child set its `oom_score_adj` to 0 before its `exec`:
+/// see `spawn::default_oom_score_before_exec`.
+pub(crate) fn default_oom_score_before_exec(cmd: &mut Command) {
+    let hook = || -> io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            c"/proc/self/oom_score_adj",
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::io::write(&fd, b"0")?;
+        Ok(())
+    };
+    // SAFETY: as in `mark_before_exec`: three raw syscalls (open, write,
+    // close) through rustix on a static path, allocating nothing.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`, best effort.
 fn close_range_cloexec(first: u32) {
     // SAFETY: close_range takes three integers and touches no memory; with
