@@ -244,7 +244,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         for (job, peak, runtime) in profiles {
             policy.remember_finished(tasks.job_id(&job), peak, runtime);
         }
-        Ok(Agent {
+        let mut agent = Agent {
             view,
             policy,
             log,
@@ -283,7 +283,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 None => None,
                 Some(k) => Some(pods::Pods::start(k).map_err(AgentError::Kubernetes)?),
             },
-        })
+        };
+        agent.carry_cluster_writes(Time::ZERO);
+        Ok(agent)
     }
 
     /// Says at start what the node can do for checkpoints (only when the
@@ -324,19 +326,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.collect_dumps(now, &mut tick);
         self.read_pods(now);
         // Sample: every container, or (calm node) nothing.
-        if !self.sample_node(now, &mut tick)? {
-            return Ok(tick);
+        if self.sample_node(now, &mut tick)? {
+            // Observe: arrivals and departures, earlier agents' tasks, peaks.
+            self.observe(now);
+            // Decide and execute: the core's step, each action carried out
+            // (`executor`), each task's state persisted on the way.
+            self.step_policy(now, &mut tick);
+            // Prepare: a pre-dump, so a later checkpoint writes little (not
+            // while a dump takes the store).
+            if tick.preempted.is_empty() && !self.dumps.busy() {
+                self.pre_dump_one(now);
+            }
         }
-        // Observe: arrivals and departures, earlier agents' tasks, peaks.
-        self.observe(now);
-        // Decide and execute: the core's step, each action carried out
-        // (`executor`), each task's state persisted on the way.
-        self.step_policy(now, &mut tick);
-        // Prepare: a pre-dump, so a later checkpoint writes little (not
-        // while a dump takes the store).
-        if tick.preempted.is_empty() && !self.dumps.busy() {
-            self.pre_dump_one(now);
-        }
+        // Tell: on a Kubernetes node, its offer (every tick: the
+        // publisher's timing is its own, and launches may wait on a
+        // delay that ends without a sample).
+        self.publish_offer(now);
         Ok(tick)
     }
 
@@ -413,6 +418,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 || !self.suspended.is_empty()
                 || !self.durable.restoring.is_empty(),
             near_headroom: self.nearing_headroom(),
+            usage_moved: self.offer_usage_moved(),
         };
         Ok(self.cadence.look_due(now, self.last_full, self.wake_at, seen))
     }
@@ -480,6 +486,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         container: Option<&ContainerPath>,
         detail: serde_json::Value,
     ) {
+        // The agent's own preemption or resume of a pod, recorded: the API
+        // server is told next (off the loop), whichever path did it.
+        let tells =
+            matches!(kind, EventKind::Preempted | EventKind::Resumed) && self.pods.is_some();
+        if let (true, Some(path)) = (tells, container) {
+            self.tell_api(now, kind, path, &detail);
+        }
         let event = Event {
             seq: 0,
             at: now.as_secs_f64(),

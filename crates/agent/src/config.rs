@@ -94,6 +94,58 @@ pub struct KubernetesConfig {
     pub kubeconfig: Option<PathBuf>,
     /// PriorityClass names and their pods' class.
     pub priority_classes: std::collections::BTreeMap<String, Class>,
+    /// Publish `overbook.io/batch-memory` in the Node's status.
+    pub offer: bool,
+    /// A change of the offer this large is told at once.
+    pub offer_step: OfferStep,
+    /// A smaller change is told once it has lasted this long.
+    pub offer_period: Duration,
+    /// After the agent's own kill of a pod, evict it through the Eviction
+    /// API (its controller makes it again elsewhere).
+    pub evict: bool,
+}
+
+/// How large a change of the offer is told at once: a share of the node's
+/// capacity (`"2%"`), or a size (`"64MiB"`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OfferStep {
+    /// Percent of the node's capacity, (0, 100].
+    Percent(f64),
+    Bytes(u64),
+}
+
+impl Default for OfferStep {
+    fn default() -> Self {
+        OfferStep::Percent(2.0)
+    }
+}
+
+impl OfferStep {
+    /// The step in bytes on a node of `capacity` bytes.
+    pub fn bytes(self, capacity: u64) -> u64 {
+        match self {
+            OfferStep::Percent(p) => overbook_core::convert::to_u64(capacity as f64 * p / 100.0),
+            OfferStep::Bytes(b) => b,
+        }
+    }
+}
+
+/// The default period after which a small change of the offer is told.
+pub const DEFAULT_OFFER_PERIOD: Duration = Duration::from_secs(10);
+
+impl KubernetesConfig {
+    /// A node's defaults for everything but its name.
+    pub fn new(node_name: impl Into<String>) -> KubernetesConfig {
+        KubernetesConfig {
+            node_name: node_name.into(),
+            kubeconfig: None,
+            priority_classes: crate::kubernetes::classify::default_priority_classes(),
+            offer: true,
+            offer_step: OfferStep::default(),
+            offer_period: DEFAULT_OFFER_PERIOD,
+            evict: true,
+        }
+    }
 }
 
 impl AgentConfig {
@@ -176,6 +228,14 @@ impl AgentConfig {
             let classes = k.priority_classes.iter();
             let classes = classes.map(|(n, c)| (n.clone(), Value::String(c.to_string())));
             kube.insert("priority_classes".into(), Value::Table(classes.collect()));
+            kube.insert("offer".into(), Value::Boolean(k.offer));
+            let step = match k.offer_step {
+                OfferStep::Percent(p) => Value::String(format!("{p}%")),
+                OfferStep::Bytes(b) => Value::Integer(i64::try_from(b).unwrap_or(i64::MAX)),
+            };
+            kube.insert("offer_step".into(), step);
+            kube.insert("offer_period".into(), secs(k.offer_period));
+            kube.insert("evict".into(), Value::Boolean(k.evict));
             all.insert("kubernetes".into(), Value::Table(kube));
         }
         if let Ok(Value::Table(policy)) = Value::try_from(&self.policy) {
@@ -262,6 +322,10 @@ struct RawKubernetes {
     node_name: Option<String>,
     kubeconfig: Option<PathBuf>,
     priority_classes: Option<std::collections::BTreeMap<String, String>>,
+    offer: Option<bool>,
+    offer_step: Option<toml::Value>,
+    offer_period: Option<f64>,
+    evict: Option<bool>,
 }
 
 /// `[policy]` as written: a stage left out is the agent's default
@@ -695,7 +759,46 @@ fn check_kubernetes(k: RawKubernetes, pods: bool) -> Result<KubernetesConfig, Co
         Some(p) => Some(check_absolute("kubernetes.kubeconfig", p)?),
         None => None,
     };
-    Ok(KubernetesConfig { node_name, kubeconfig, priority_classes })
+    let offer_step = match k.offer_step {
+        None => OfferStep::default(),
+        Some(v) => check_offer_step(&v)?,
+    };
+    let offer_period = match k.offer_period {
+        None => DEFAULT_OFFER_PERIOD,
+        Some(s) => {
+            overbook_core::config::check_range("kubernetes.offer_period", s, 0.1, 3600.0)?;
+            Duration::from_secs_f64(s)
+        }
+    };
+    let d = KubernetesConfig::new(node_name);
+    Ok(KubernetesConfig {
+        kubeconfig,
+        priority_classes,
+        offer: k.offer.unwrap_or(d.offer),
+        offer_step,
+        offer_period,
+        evict: k.evict.unwrap_or(d.evict),
+        ..d
+    })
+}
+
+/// `kubernetes.offer_step`: `"2%"` of the node's capacity, or a size.
+fn check_offer_step(v: &toml::Value) -> Result<OfferStep, ConfigError> {
+    let key = "kubernetes.offer_step";
+    if let toml::Value::String(s) = v {
+        if let Some(p) = s.trim().strip_suffix('%') {
+            let p: f64 = p.trim().parse().map_err(|_| {
+                ConfigError::new(key, format!("{s:?} is no share: write it like \"2%\""))
+            })?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(ConfigError::new(key, format!("{s:?} is outside (0%, 100%]")));
+            }
+            return Ok(OfferStep::Percent(p));
+        }
+    }
+    parse_size(v)
+        .map(OfferStep::Bytes)
+        .map_err(|p| ConfigError::new(key, format!("{p} (or a share like \"2%\")")))
 }
 
 fn class_names() -> String {
@@ -1040,6 +1143,42 @@ mod kubernetes {
         let k = c.kubernetes.expect("set");
         assert_eq!(k.priority_classes.get("system-node-critical"), Some(&Class::Critical));
         assert_eq!(k.kubeconfig, None);
+        assert_eq!(k, KubernetesConfig::new("n1"));
+    }
+
+    #[test]
+    fn the_offer_and_evictions_are_configured_and_checked() {
+        let pods = "[node]\npods = \"cgroupfs\"\n[kubernetes]\nnode_name = \"n1\"\n";
+        let k = |extra: &str| {
+            AgentConfig::parse(&format!("{pods}{extra}"), "agent.toml").map(|c| c.kubernetes)
+        };
+        let d = k("").expect("valid").expect("set");
+        assert!(d.offer && d.evict);
+        assert_eq!(d.offer_step, OfferStep::Percent(2.0));
+        assert_eq!(d.offer_step.bytes(100 << 20), 2 << 20);
+        assert_eq!(d.offer_period, Duration::from_secs(10));
+        let c = k("offer = false\nevict = false\noffer_step = \"64MiB\"\noffer_period = 2.5\n")
+            .expect("valid")
+            .expect("set");
+        assert!(!c.offer && !c.evict);
+        assert_eq!(c.offer_step, OfferStep::Bytes(64 << 20));
+        assert_eq!(c.offer_period, Duration::from_millis(2500));
+        let c = k("offer_step = \"0.5%\"\n").expect("valid").expect("set");
+        assert_eq!(c.offer_step, OfferStep::Percent(0.5));
+        for (text, key) in [
+            ("offer_step = \"0%\"", "kubernetes.offer_step"),
+            ("offer_step = \"150%\"", "kubernetes.offer_step"),
+            ("offer_step = \"lots%\"", "kubernetes.offer_step"),
+            ("offer_step = \"12 parsecs\"", "kubernetes.offer_step"),
+            ("offer_step = -1", "kubernetes.offer_step"),
+            ("offer_period = 0", "kubernetes.offer_period"),
+            ("offer_period = 1e9", "kubernetes.offer_period"),
+            ("offer = \"yes\"", "kubernetes.offer"),
+            ("evict = 1", "kubernetes.evict"),
+        ] {
+            let e = k(&format!("{text}\n")).expect_err(text).to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 }
 
@@ -1064,7 +1203,19 @@ mod documented {
             "t",
         )
         .expect("valid");
-        for config in [AgentConfig::default(), example, pods] {
+        let offer = AgentConfig::parse(
+            "[node]\npods = \"cgroupfs\"\n[kubernetes]\nnode_name = \"n1\"\noffer = false\n\
+             offer_step = \"65MiB\"\noffer_period = 0.3\nevict = false\n",
+            "t",
+        )
+        .expect("valid");
+        let share = AgentConfig::parse(
+            "[node]\npods = \"cgroupfs\"\n[kubernetes]\nnode_name = \"n1\"\n\
+             offer_step = \"0.7%\"\n",
+            "t",
+        )
+        .expect("valid");
+        for config in [AgentConfig::default(), example, pods, offer, share] {
             let text = config.effective_toml();
             let back =
                 AgentConfig::parse(&text, "effective").unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -171,6 +171,11 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         })
     }
 
+    /// The uid of the pod whose cgroup is `path`, on a Kubernetes node.
+    pub fn pod_uid(&self, path: &ContainerPath) -> Option<&str> {
+        self.pod_uids.get(path.as_str()).map(String::as_str)
+    }
+
     pub fn cgroups(&self) -> &C {
         &self.cgroups
     }

@@ -142,7 +142,7 @@ impl StoreError {
 /// reported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SetAside {
-    /// The table it was in: `tasks` or `profiles`.
+    /// The table it was in: `tasks`, `profiles` or `cluster_writes`.
     pub table: &'static str,
     /// Its task's (or, for a profile, its job's) name, when readable.
     pub name: Option<String>,
@@ -233,7 +233,11 @@ impl std::fmt::Display for StoreNotice {
                  the agent stops, and the file is left as it is"
             ),
             StoreNotice::SetAside { path, row } => {
-                let what = if row.table == "profiles" { "profile of job" } else { "task" };
+                let what = match row.table {
+                    "profiles" => "profile of job",
+                    "cluster_writes" => "write to the API server for pod uid",
+                    _ => "task",
+                };
                 let name =
                     row.name.as_deref().map_or("(unreadable name)".into(), |n| format!("{n:?}"));
                 write!(
@@ -301,11 +305,17 @@ CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value
 );
+CREATE TABLE IF NOT EXISTS cluster_writes (
+    id INTEGER PRIMARY KEY,
+    pod_uid TEXT NOT NULL,
+    write TEXT NOT NULL,
+    asked REAL NOT NULL
+);
 ";
 
 /// The columns each table must have (beyond these, a table may have only
 /// columns the agent need not fill: nullable or with a default).
-const COLUMNS: [(&str, &[&str]); 5] = [
+const COLUMNS: [(&str, &[&str]); 6] = [
     (
         "tasks",
         &["name", "request", "state", "restarts", "pid", "updated", "image", "progress", "usage"],
@@ -314,6 +324,7 @@ const COLUMNS: [(&str, &[&str]); 5] = [
     ("transitions", &["seq", "name", "state", "at", "detail"]),
     ("set_aside", &["seq", "from_table", "name", "reason", "at", "row"]),
     ("meta", &["key", "value"]),
+    ("cluster_writes", &["id", "pod_uid", "write", "asked"]),
 ];
 
 const SELECT_TASKS: &str =
@@ -327,12 +338,21 @@ const PUT_TASK: &str = "INSERT INTO tasks (name, request, state, restarts, pid, 
          pid = ?5, updated = ?6, image = ?7, progress = ?8, usage = ?9";
 const ADD_TRANSITION: &str =
     "INSERT INTO transitions (name, state, at, detail) VALUES (?1, ?2, ?3, ?4)";
+const SELECT_CLUSTER_WRITES: &str =
+    "SELECT id, pod_uid, write, asked FROM cluster_writes ORDER BY id";
+const PUT_CLUSTER_WRITE: &str = "INSERT OR REPLACE INTO cluster_writes (id, pod_uid, write, asked)
+     VALUES (?1, ?2, ?3, ?4)";
 const ADD_PROFILE: &str = "INSERT INTO profiles (job, peak, runtime) VALUES (?1, ?2, ?3)";
 const ADD_SET_ASIDE: &str =
     "INSERT INTO set_aside (from_table, name, reason, at, row) VALUES (?1, ?2, ?3, ?4, ?5)";
 
 fn wall() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Unix seconds now, as the database keeps times.
+pub fn wall_now() -> f64 {
+    wall()
 }
 
 impl TaskStore {
@@ -386,9 +406,16 @@ impl TaskStore {
     /// checks them: columns, types, `ON CONFLICT(name)` needing `name`
     /// unique), found at start rather than at the first task's commit.
     fn check_statements(&self) -> Result<(), StoreError> {
-        for stmt in
-            [SELECT_TASKS, SELECT_PROFILES, PUT_TASK, ADD_TRANSITION, ADD_PROFILE, ADD_SET_ASIDE]
-        {
+        for stmt in [
+            SELECT_TASKS,
+            SELECT_PROFILES,
+            PUT_TASK,
+            ADD_TRANSITION,
+            ADD_PROFILE,
+            ADD_SET_ASIDE,
+            SELECT_CLUSTER_WRITES,
+            PUT_CLUSTER_WRITE,
+        ] {
             if let Err(e) = self.db.prepare(stmt) {
                 return Err(StoreError::Unusable {
                     path: self.path.clone(),
@@ -698,6 +725,69 @@ impl TaskStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.sql(e))
     }
 
+    /// Keeps a write to the API server about a pod until it is done
+    /// ([`TaskStore::remove_cluster_write`]): the next agent carries it.
+    pub fn put_cluster_write(
+        &mut self,
+        w: &crate::kubernetes::writes::PodWrite,
+    ) -> Result<(), StoreError> {
+        let text = serde_json::to_string(w).map_err(|e| StoreError::Row {
+            path: self.path.clone(),
+            name: w.pod.key(),
+            problem: e.to_string(),
+        })?;
+        let id = i64::try_from(w.id).unwrap_or(i64::MAX);
+        self.db
+            .execute(PUT_CLUSTER_WRITE, params![id, w.pod.uid, text, w.asked_unix])
+            .map(drop)
+            .map_err(|e| self.sql(e))
+    }
+
+    /// A write to the API server is done (written or given up).
+    pub fn remove_cluster_write(&mut self, id: u64) -> Result<(), StoreError> {
+        let id = i64::try_from(id).unwrap_or(i64::MAX);
+        self.db
+            .execute("DELETE FROM cluster_writes WHERE id = ?1", params![id])
+            .map(drop)
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The writes to the API server an earlier agent left, in the order
+    /// asked. A row that cannot be read back is set aside (table
+    /// `set_aside`) with why.
+    pub fn cluster_writes(
+        &self,
+    ) -> Result<Adopted<crate::kubernetes::writes::PodWrite>, StoreError> {
+        let rows = self.rows(SELECT_CLUSTER_WRITES, 4)?;
+        let mut out = Adopted { good: Vec::new(), set_aside: Vec::new() };
+        for row in rows {
+            let uid = match &row[1] {
+                Value::Text(s) => Some(s.clone()),
+                _ => None,
+            };
+            let read = match (&row[0], &row[2]) {
+                (Value::Integer(id), Value::Text(text)) => {
+                    serde_json::from_str::<crate::kubernetes::writes::PodWrite>(text)
+                        .map_err(|e| format!("its write is not valid: {e}"))
+                        .and_then(|w| match u64::try_from(*id) {
+                            Ok(id) if id == w.id => Ok(w),
+                            _ => Err(format!("its id {id} is not its write's ({})", w.id)),
+                        })
+                }
+                (id, text) => {
+                    Err(format!("its id {} or write {} is not usable", show(id), show(text)))
+                }
+            };
+            match read {
+                Ok(w) => out.good.push(w),
+                Err(reason) => {
+                    out.set_aside.push(self.set_aside("cluster_writes", &row, uid, reason))
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The stored task named `name`, if any.
     pub fn get(&self, name: &str) -> Result<Option<StoredState>, StoreError> {
         let state: Option<String> = self
@@ -989,6 +1079,44 @@ mod tests {
         }
         let tasks = TaskStore::open(&path).expect("migrates").tasks().expect("read").good;
         assert_eq!(tasks, vec![StoredTask::new(request("old"), StoredState::Queued, 3, None)]);
+    }
+
+    #[test]
+    fn cluster_writes_survive_a_reopen_until_done_and_bad_ones_are_set_aside() {
+        use crate::kubernetes::writes::{PodRef, PodWrite, PodWriteKind};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        let write = |id: u64, kind| PodWrite {
+            id,
+            pod: PodRef { uid: "u1".into(), namespace: "ns".into(), name: "be-1".into() },
+            kind,
+            asked_unix: 1e9,
+        };
+        let event =
+            PodWriteKind::Event { reason: "Killed".into(), warning: true, message: "m".into() };
+        {
+            let mut s = TaskStore::open(&path).expect("open");
+            s.put_cluster_write(&write(1, event.clone())).expect("put");
+            s.put_cluster_write(&write(2, PodWriteKind::Eviction)).expect("put");
+            s.put_cluster_write(&write(3, PodWriteKind::Eviction)).expect("put");
+            s.remove_cluster_write(3).expect("removed");
+            raw_cluster_write(&s, "9, 'u2', 'not json', 0");
+        }
+        let start = TaskStore::open_for_agent(&path);
+        let s = start.store.expect("usable");
+        let carried = s.cluster_writes().expect("read");
+        assert_eq!(carried.good, vec![write(1, event), write(2, PodWriteKind::Eviction)]);
+        assert_eq!(carried.set_aside.len(), 1);
+        assert_eq!(carried.set_aside[0].name.as_deref(), Some("u2"));
+        assert!(carried.set_aside[0].reason.contains("not valid"), "{:?}", carried.set_aside);
+        assert_eq!(s.cluster_writes().expect("read").set_aside.len(), 0, "moved once");
+    }
+
+    fn raw_cluster_write(s: &TaskStore, values: &str) {
+        s.db.execute_batch(&format!(
+            "INSERT INTO cluster_writes (id, pod_uid, write, asked) VALUES ({values})"
+        ))
+        .expect("inserted");
     }
 
     #[test]

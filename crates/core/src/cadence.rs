@@ -38,6 +38,10 @@ pub struct CheapSignals {
     pub work_waiting: bool,
     /// Free memory is near the reclaimer's headroom.
     pub near_headroom: bool,
+    /// The node's usage moved by more than what is worth telling since the
+    /// last look (a Kubernetes node's offer follows it within seconds,
+    /// where the calm period alone would let it lag).
+    pub usage_moved: bool,
 }
 
 impl Cadence {
@@ -53,7 +57,12 @@ impl Cadence {
     ) -> bool {
         let calm_over = last_look.is_none_or(|t| now.since(t) >= self.calm_period);
         let asked = wake_at.is_some_and(|w| now >= w);
-        seen.memory_busy || seen.work_waiting || seen.near_headroom || asked || calm_over
+        seen.memory_busy
+            || seen.work_waiting
+            || seen.near_headroom
+            || seen.usage_moved
+            || asked
+            || calm_over
     }
 
     /// The next look an event-driven simulator schedules after consulting
@@ -88,6 +97,7 @@ mod tests {
             CheapSignals { memory_busy: true, ..calm },
             CheapSignals { work_waiting: true, ..calm },
             CheapSignals { near_headroom: true, ..calm },
+            CheapSignals { usage_moved: true, ..calm },
         ] {
             assert!(c.look_due(t(1), Some(t(0)), None, seen), "{seen:?}");
         }

@@ -38,6 +38,8 @@ pub struct NodePolicy {
     ranked: Vec<(ContainerId, f64)>,
     /// Critical containers' protection, where the node does it.
     guard: Option<CriticalGuard>,
+    /// Whether the last step held the launcher because the node thrashes.
+    held: bool,
 }
 
 impl NodePolicy {
@@ -59,6 +61,7 @@ impl NodePolicy {
             window: cfg.detector.window(),
             ranked: Vec::new(),
             guard: None,
+            held: false,
         })
     }
 
@@ -71,6 +74,14 @@ impl NodePolicy {
 
     pub fn launcher(&self) -> &Launcher {
         &self.launcher
+    }
+
+    /// Whether launches wait at `now`: the launcher's post-kill delay is
+    /// on, or the last step held it because the node thrashes
+    /// (`hold_while_thrashing`). What the node offers new work elsewhere
+    /// (a cluster's scheduler) is nothing meanwhile.
+    pub fn launches_held(&self, now: Time) -> bool {
+        self.held || self.launcher.delayed(now)
     }
 
     /// A task asks to run here. `Launch` means start it now; `Queued` means a
@@ -207,7 +218,8 @@ impl NodePolicy {
             g.plan(obs.containers, out);
         }
         self.launcher.note_usage(obs.containers);
-        if pressured && self.launcher.config().hold_while_thrashing {
+        self.held = pressured && self.launcher.config().hold_while_thrashing;
+        if self.held {
             return earliest(wake, self.launcher.hold(obs.now, &obs.node));
         }
         self.launcher.poll(obs.now, &obs.node, out);
@@ -295,6 +307,23 @@ mod tests {
         // PAUSE), the node is calm again and the task starts.
         let held = launch_time(true, 2.0).expect("launches once calm");
         assert!((3.0..=3.2).contains(&held), "{held}");
+        // What the node offers elsewhere waits the same way.
+        let mut p = policy(true);
+        assert!(!p.launches_held(Time::ZERO));
+        let node = NodeStats { capacity: 16 * GB, available: 8 * GB, ..NodeStats::default() };
+        let mut prod = ContainerStats::new(ContainerId(1), JobId(1), Class::Production, Time::ZERO);
+        let mut held_at = None;
+        for tick in 0..10u32 {
+            prod.faults.refault_file += 50;
+            let now = Time::from_millis(u64::from(tick) * 100);
+            let obs = Observation { now, node, containers: std::slice::from_ref(&prod) };
+            p.step(&obs, Duration::ZERO, &mut Vec::new());
+            if p.launches_held(now) {
+                held_at.get_or_insert(tick);
+            }
+        }
+        assert!(held_at.is_some(), "climbing refaults hold launches");
+        assert!(!policy(false).launches_held(Time::ZERO));
         // Nothing climbs: the hold changes nothing.
         assert_eq!(launch_time(true, -1.0), Some(0.5));
     }

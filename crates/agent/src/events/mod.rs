@@ -78,6 +78,14 @@ event_kinds! {
     PodsSynced = "pods-synced",
     /// The API server could not be read (error); retried with backoff, said once until it answers.
     ApiServerTrouble = "api-server-trouble",
+    /// A new value of the node's opportunistic memory (`overbook.io/batch-memory`) was sent to the API server (mib, was_mib, why).
+    Offered = "offered",
+    /// A write to the API server was made (what: offer, event, eviction or condition; pod; after_ms since it was asked).
+    ApiWritten = "api-written",
+    /// A write to the API server failed (what, pod, error, then: retried in, or given up and why); said again only when the error changes.
+    ApiWriteFailed = "api-write-failed",
+    /// At start: writes to the API server an earlier agent left undone, sent again (writes).
+    ApiWritesCarried = "api-writes-carried",
     /// A running task's pre-dump (images, pages, bytes, took_s).
     PreDumped = "pre-dumped",
     /// A frozen container's swap-out ended (asked, reclaimed bytes or why not, swap_out_us); it runs off the agent's loop.

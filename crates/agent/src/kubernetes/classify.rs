@@ -23,6 +23,12 @@ pub struct PodFacts {
     pub priority_class: Option<String>,
     /// Whether any of its containers requests `overbook.io/batch-memory`.
     pub requests_batch_memory: bool,
+    /// How much of it the pod requests, bytes (its containers' requests
+    /// summed; an init container's counts where it is larger). What it
+    /// holds within this is part of the node's offer.
+    pub batch_memory: u64,
+    /// A request of it that is no quantity, said in the pod's event.
+    pub batch_memory_problem: Option<String>,
 }
 
 /// A pod's class and the reason, for its event.
@@ -66,6 +72,13 @@ pub fn classify(pod: &PodFacts, priority_classes: &BTreeMap<String, Class>) -> P
         if let Some(&class) = priority_classes.get(name) {
             return PodClass { class, why: format!("priority class {name}"), problem };
         }
+    }
+    if let Some(bad) = &pod.batch_memory_problem {
+        let said = format!("{BATCH_MEMORY} request {bad}: counted as 0");
+        problem = Some(match problem {
+            Some(p) => format!("{p}; {said}"),
+            None => said,
+        });
     }
     if pod.requests_batch_memory {
         return PodClass {

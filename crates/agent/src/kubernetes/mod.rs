@@ -4,7 +4,11 @@
 //! is, by its uid.
 
 pub mod classify;
+pub mod link;
+pub mod offer;
 pub mod watch;
+pub mod writes;
 
 pub use classify::{classify, PodClass, PodFacts};
-pub use watch::{PodEvent, PodWatch};
+pub use link::ApiLink;
+pub use watch::PodEvent;

@@ -1,11 +1,12 @@
-//! The pods bound to this node, watched on the API server from a thread
-//! of their own (the agent's loop never waits on the network): kube-rs's
+//! The pods bound to this node, watched on the API server from the API
+//! link's thread (the agent's loop never waits on the network): kube-rs's
 //! watcher lists them, then watches from the list's resourceVersion,
 //! relisting when the server says the version is gone (410) and backing
 //! off while the server is away. What it sees reaches the loop through a
-//! channel ([`PodWatch::drain`]).
+//! channel ([`super::ApiLink::drain`]).
 
 use super::classify::{PodFacts, BATCH_MEMORY, CLASS_ANNOTATION};
+use super::offer::parse_quantity;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, watcher, Event};
@@ -13,7 +14,6 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 /// What the watch saw.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,83 +28,7 @@ pub enum PodEvent {
     Trouble(String),
 }
 
-/// The watch's thread and what it sends.
-#[derive(Debug)]
-pub struct PodWatch {
-    events: mpsc::Receiver<PodEvent>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl PodWatch {
-    /// Starts watching the pods bound to `node`, with the credentials of
-    /// `kubeconfig` (else the pod's own service account, else
-    /// `$KUBECONFIG` or `~/.kube/config`). `Err` says what is missing or
-    /// wrong in the credentials; the server being away is not an error
-    /// (the watch retries, and says so in [`PodEvent::Trouble`]).
-    pub fn start(node: &str, kubeconfig: Option<PathBuf>) -> Result<PodWatch, String> {
-        let (events_tx, events) = mpsc::channel();
-        let (ready_tx, ready) = mpsc::channel::<Result<(), String>>();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let node = node.to_string();
-        let thread = std::thread::Builder::new()
-            .name("overbook-kube-watch".into())
-            .spawn(move || {
-                let runtime =
-                    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                        Ok(r) => r,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(format!("cannot start its runtime: {e}")));
-                            return;
-                        }
-                    };
-                runtime.block_on(async move {
-                    let client = match client(kubeconfig).await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    let _ = ready_tx.send(Ok(()));
-                    tokio::select! {
-                        () = watch(client, &node, events_tx) => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .map_err(|e| format!("cannot start its thread: {e}"))?;
-        match ready.recv() {
-            Ok(Ok(())) => Ok(PodWatch { events, stop: Some(stop), thread: Some(thread) }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err("its thread ended before it started".into())
-            }
-        }
-    }
-
-    /// What the watch saw since the last call, oldest first.
-    pub fn drain(&self) -> Vec<PodEvent> {
-        self.events.try_iter().collect()
-    }
-}
-
-impl Drop for PodWatch {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, String> {
+pub(super) async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, String> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(&path)
@@ -123,7 +47,7 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, String> {
     Client::try_from(config).map_err(|e| format!("a client for the API server: {e}"))
 }
 
-async fn watch(client: Client, node: &str, out: mpsc::Sender<PodEvent>) {
+pub(super) async fn watch(client: Client, node: &str, out: mpsc::Sender<PodEvent>) {
     let pods: Api<Pod> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
     let mut stream = watcher(pods, config).default_backoff().boxed();
@@ -142,7 +66,7 @@ async fn watch(client: Client, node: &str, out: mpsc::Sender<PodEvent>) {
 }
 
 /// What the classes depend on, read off a pod.
-fn facts(pod: &Pod) -> PodFacts {
+pub(crate) fn facts(pod: &Pod) -> PodFacts {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let requests_batch_memory = spec.is_some_and(|s| {
@@ -155,6 +79,10 @@ fn facts(pod: &Pod) -> PodFacts {
             })
         })
     });
+    let (batch_memory, batch_memory_problem) = match spec {
+        Some(s) => batch_request(s),
+        None => (0, None),
+    };
     PodFacts {
         uid: meta.uid.clone().unwrap_or_default(),
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -162,5 +90,67 @@ fn facts(pod: &Pod) -> PodFacts {
         class_annotation: meta.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION).cloned()),
         priority_class: spec.and_then(|s| s.priority_class_name.clone()),
         requests_batch_memory,
+        batch_memory,
+        batch_memory_problem,
+    }
+}
+
+/// The pod's request of `overbook.io/batch-memory` in bytes, as the
+/// scheduler counts it: its containers' summed, or an init container's
+/// where larger (they run one at a time, before the others). A container
+/// with a limit and no request requests its limit (the API server's
+/// default for extended resources). A value that is no quantity counts as
+/// 0, and is said.
+fn batch_request(spec: &k8s_openapi::api::core::v1::PodSpec) -> (u64, Option<String>) {
+    let mut problem = None;
+    let mut of = |c: &k8s_openapi::api::core::v1::Container| -> u64 {
+        let Some(r) = &c.resources else { return 0 };
+        let q = r.requests.as_ref().and_then(|m| m.get(BATCH_MEMORY));
+        let q = q.or_else(|| r.limits.as_ref().and_then(|m| m.get(BATCH_MEMORY)));
+        match q.map(|q| parse_quantity(&q.0)) {
+            None => 0,
+            Some(Ok(bytes)) => bytes,
+            Some(Err(e)) => {
+                problem.get_or_insert(format!("of container {}: {e}", c.name));
+                0
+            }
+        }
+    };
+    let sum = spec.containers.iter().map(&mut of).fold(0u64, u64::saturating_add);
+    let init = spec.init_containers.iter().flatten().map(&mut of).max().unwrap_or(0);
+    (sum.max(init), problem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(resources: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "p", "namespace": "ns", "uid": "u1" },
+            "spec": {
+                "containers": [
+                    { "name": "a", "resources": resources },
+                    { "name": "b", "resources": { "limits": { BATCH_MEMORY: "64Mi" } } },
+                ],
+                "initContainers": [
+                    { "name": "i", "resources": { "requests": { BATCH_MEMORY: "1Gi" } } },
+                ],
+            },
+        }))
+        .expect("a pod")
+    }
+
+    #[test]
+    fn a_pod_s_batch_memory_is_its_containers_requests_or_an_init_container_s() {
+        let f = facts(&pod(serde_json::json!({ "requests": { BATCH_MEMORY: "512Mi" } })));
+        assert!(f.requests_batch_memory);
+        assert_eq!(f.batch_memory, 1 << 30, "the init container's is larger");
+        let f = facts(&pod(serde_json::json!({ "requests": { BATCH_MEMORY: "2Gi" } })));
+        assert_eq!(f.batch_memory, (2 << 30) + (64 << 20));
+        assert_eq!(f.batch_memory_problem, None);
+        let f = facts(&pod(serde_json::json!({ "requests": { BATCH_MEMORY: "lots" } })));
+        let problem = f.batch_memory_problem.expect("said");
+        assert!(problem.contains("container a") && problem.contains("\"lots\""), "{problem}");
     }
 }

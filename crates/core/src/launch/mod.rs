@@ -438,6 +438,13 @@ impl Launcher {
         }
     }
 
+    /// Whether the post-kill delay is on at `now`: nothing launches or
+    /// resumes before it ends (what a node offers the cluster is nothing
+    /// meanwhile, or the work placed into it is killed next).
+    pub fn delayed(&self, now: Time) -> bool {
+        now < self.delay_until
+    }
+
     /// The node is under pressure now: nothing launches or resumes, the
     /// snapshot keeps in sync. Returns when to look again at the latest
     /// (`wake_at`, when it is still ahead).

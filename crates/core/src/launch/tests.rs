@@ -197,6 +197,7 @@ fn launches_wait_one_sync_period_after_a_kill() {
     l.suspended(secs(100), be(2, 1, GB), GB);
     assert!(poll(&mut l, secs(100), &n).is_empty());
     assert_eq!(l.wake_at(), Some(secs(104)));
+    assert!(l.delayed(Time::from_millis(103_999)) && !l.delayed(secs(104)));
     assert!(poll(&mut l, Time::from_millis(103_999), &n).is_empty());
     assert_eq!(poll(&mut l, secs(104), &n), vec![('R', 2), ('L', 1)]);
 
