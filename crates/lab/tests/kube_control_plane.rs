@@ -12,96 +12,11 @@
 
 mod common;
 
+use common::kube::*;
 use common::*;
 use overbook_agent::{Agent, AgentConfig, EventLog};
-use overbook_linux::kubepods::{CgroupDriver, QosClass};
-use overbook_linux::{host_cgroups, ContainerCgroups, HostSupport, Outcome};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use overbook_linux::{host_cgroups, HostSupport};
 use std::time::{Duration, Instant};
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube")
-}
-
-/// A control plane up in `dir`, brought down on drop (also on a failed
-/// assertion).
-struct ControlPlane {
-    dir: PathBuf,
-    kubectl: String,
-    kubeconfig: String,
-}
-
-impl ControlPlane {
-    fn up(dir: PathBuf) -> ControlPlane {
-        let out = Command::new(script()).arg("up").arg(&dir).output().expect("runs scripts/kube");
-        // Made first, so that its drop brings down whatever `up` started.
-        let mut plane =
-            ControlPlane { dir: dir.clone(), kubectl: String::new(), kubeconfig: String::new() };
-        assert!(out.status.success(), "scripts/kube up: {}", text(&out));
-        let env = std::fs::read_to_string(dir.join("env")).expect("its env file");
-        let get = |key: &str| {
-            env.lines()
-                .find_map(|l| l.strip_prefix(&format!("{key}=")))
-                .unwrap_or_else(|| panic!("{key} in {env}"))
-                .to_string()
-        };
-        plane.kubectl = get("KUBECTL");
-        plane.kubeconfig = get("KUBECONFIG");
-        plane
-    }
-
-    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new(&self.kubectl);
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        match stdin {
-            None => cmd.output().expect("runs kubectl"),
-            Some(input) => {
-                use std::io::Write;
-                let mut child = cmd
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("runs kubectl");
-                child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("writes");
-                child.wait_with_output().expect("waits")
-            }
-        }
-    }
-
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.kubectl(args, stdin);
-        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        ["etcd", "kube-apiserver", "kube-scheduler"]
-            .iter()
-            .filter_map(|p| std::fs::read_to_string(self.dir.join(format!("{p}.pid"))).ok())
-            .filter_map(|t| t.trim().parse().ok())
-            .collect()
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let _ = Command::new(script()).arg("down").arg(&self.dir).output();
-    }
-}
-
-/// Whether process `pid` runs (a zombie waiting for its reaper does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
-        .unwrap_or(false)
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-a"}}"#;
 
@@ -196,37 +111,14 @@ fn the_agent_takes_its_pods_classes_from_the_api_server_and_follows_their_change
         &["get", "pods", "-A", "-o", r#"jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.qosClass}{"\n"}{end}"#],
         None,
     );
-    let driver = CgroupDriver::Cgroupfs;
     let kubepods = node.root.child("kubepods").expect("valid");
-    let made = |node: &mut Node, path: &overbook_linux::ContainerPath| {
-        match node.cg.create(path, None) {
-            Ok(Outcome::Done(())) => node.adopt(path.clone()),
-            // A QoS group made for an earlier pod.
-            Err(overbook_linux::CgroupError::Exists { .. }) => {}
-            other => panic!("create {path}: {other:?}"),
-        }
-    };
-    made(&mut node, &kubepods);
     let mut uids = std::collections::BTreeMap::new();
     let mut children = Vec::new();
     for line in listed.lines() {
         let [name, uid, qos] = line.split(' ').collect::<Vec<_>>()[..] else { panic!("{line}") };
-        let qos = match qos {
-            "Guaranteed" => QosClass::Guaranteed,
-            "Burstable" => QosClass::Burstable,
-            _ => QosClass::BestEffort,
-        };
-        let group = match driver.qos_dir(qos) {
-            Some(dir) => kubepods.child(&dir).expect("valid"),
-            None => kubepods.clone(),
-        };
-        made(&mut node, &group);
-        let pod_path = group.child(&driver.pod_dir(qos, uid)).expect("valid");
-        made(&mut node, &pod_path);
-        let app = pod_path.child("app").expect("valid");
-        made(&mut node, &app);
+        let (pod, app) = pod_cgroups(&mut node, &kubepods, qos_of(qos), uid);
         children.push(hold_in(&node, &app, "4M"));
-        uids.insert(name.to_string(), pod_path.name().to_string());
+        uids.insert(name.to_string(), pod.name().to_string());
     }
     assert_eq!(uids.len(), 5, "{listed}");
 

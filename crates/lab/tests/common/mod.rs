@@ -2,6 +2,8 @@
 //! workers, torn down on drop, and the agent driven tick by tick.
 #![allow(dead_code)]
 
+pub mod kube;
+
 use overbook_agent::{Agent, AgentConfig, EventLog};
 use overbook_core::Time;
 use overbook_lab::bench::{BenchNode, WorkloadProgram};
