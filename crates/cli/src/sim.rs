@@ -63,6 +63,10 @@ pub struct SimArgs {
     /// With --list: names only, one per line.
     #[arg(long, requires = "list")]
     names: bool,
+    /// Load the scenario with every setting given, list the runs it would
+    /// make, and exit: nothing is simulated or written.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
@@ -94,6 +98,18 @@ pub fn run(args: SimArgs) -> Result<()> {
     overbook_sim::report::check_paper_numbers(&scenario)
         .and_then(|()| overbook_sim::report::check_plots(&scenario))
         .map_err(|e| anyhow::anyhow!("scenario {}: {e}", scenario.name))?;
+    if args.dry_run {
+        println!("{} — {}: {} runs", scenario.name, scenario.title, scenario.runs.len());
+        for run in &scenario.runs {
+            println!(
+                "{:<32} {} nodes, {:.1} h",
+                run.name,
+                run.spec.cluster.nodes,
+                run.spec.end_time().as_secs_f64() / 3600.0
+            );
+        }
+        return Ok(());
+    }
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
 
     println!("{} — {}", scenario.name, scenario.title);

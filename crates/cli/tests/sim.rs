@@ -210,3 +210,20 @@ fn a_setting_applies_where_it_fits_and_a_variant_may_be_named() {
         assert!(stderr.contains(named), "{set}: {stderr}");
     }
 }
+
+#[test]
+fn a_dry_run_checks_the_settings_and_lists_the_runs_without_running_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["sim", "--scenario", "charon-loads", "--set", "cluster.nodes=7", "--dry-run"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("charon@X4") && stdout.contains("7 nodes"), "{stdout}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "nothing written");
+    let o = overbook(&["sim", "--set", "cluster.nodez=7", "--dry-run"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("nodez"));
+}
