@@ -4,7 +4,8 @@
 //! * `overbook …` commands are parsed by the real command line
 //!   (`overbook::Cli`); the quick ones (`--help`, `sim --list`, `sim
 //!   --small`) also run through the binary, in a scratch directory, each
-//!   with a deadline (a hang is a failure, not a stuck CI job);
+//!   with a deadline (a hang is a failure, not a stuck CI job); the other
+//!   `sim` examples load their scenario and settings (`--dry-run`);
 //! * `cargo …` commands must name packages and `--test`/`--bench` targets
 //!   that exist;
 //! * `scripts/…` commands must name a script and a subcommand it has.
@@ -612,8 +613,9 @@ fn check_script(repo: &Repo, words: &[String]) -> Result<(), String> {
 /// An inline `overbook …` span of prose: a synopsis (`[--flag X]`,
 /// placeholders) names a command that exists and flags it has; anything
 /// else parses, save that a mention may leave out required arguments
-/// (`overbook adopt`, `overbook sim --set`).
-fn check_inline(repo: &Repo, span: &str) -> Result<(), String> {
+/// (`overbook adopt`, `overbook sim --set`). The words of a whole command,
+/// to run, when it is one.
+fn check_inline(repo: &Repo, span: &str) -> Result<Option<Vec<String>>, String> {
     let span = span.split(" | ").next().unwrap_or(span);
     let words: Vec<String> = span.split_whitespace().map(String::from).collect();
     let (path, sub) = subcommand_of(&words);
@@ -627,7 +629,7 @@ fn check_inline(repo: &Repo, span: &str) -> Result<(), String> {
         }
     }
     if synopsis {
-        return Ok(());
+        return Ok(None);
     }
     let mut words = words;
     // A flag mentioned last, without its value: drop it (checked above).
@@ -635,10 +637,11 @@ fn check_inline(repo: &Repo, span: &str) -> Result<(), String> {
         let name = last.trim_start_matches('-').to_string();
         if is_flag(last) && !last.contains('=') && takes_value(&sub, &name) {
             words.pop();
+            return check_scenario(repo, &words).map(|()| None);
         }
     }
     match overbook::Cli::try_parse_from(&words) {
-        Ok(_) => check_scenario(repo, &words),
+        Ok(_) => check_scenario(repo, &words).map(|()| Some(words)),
         Err(e)
             if matches!(
                 e.kind(),
@@ -649,7 +652,7 @@ fn check_inline(repo: &Repo, span: &str) -> Result<(), String> {
                     | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) =>
         {
-            check_scenario(repo, &words)
+            check_scenario(repo, &words).map(|()| None)
         }
         Err(e) => Err(format!("`{span}`: {}", first_line(&e.to_string()))),
     }
@@ -699,6 +702,30 @@ fn quick(words: &[String]) -> bool {
     words.get(1).map(String::as_str) == Some("sim") && (has("--list") || has("--small"))
 }
 
+/// Whether an example has placeholders (`FILE`, `N`, `...`) instead of values.
+fn has_placeholders(words: &[String]) -> bool {
+    words.iter().any(|w| {
+        w.contains("...")
+            || w.split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_uppercase()))
+    })
+}
+
+/// An `overbook sim …` example too long to run: load its scenario with its
+/// settings (`--dry-run`), which checks every name, key and value.
+fn dry_run_sim(words: &[String]) -> Option<Result<(), String>> {
+    if words.get(1).map(String::as_str) != Some("sim")
+        || quick(words)
+        || has_placeholders(words)
+        || words.iter().any(|w| w == "--list")
+    {
+        return None;
+    }
+    let mut dry = words.to_vec();
+    dry.push("--dry-run".into());
+    Some(run_example(&dry))
+}
+
 /// Run an `overbook …` example in a fresh scratch directory: it must exit 0.
 fn run_example(words: &[String]) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("scratch dir: {e}"))?;
@@ -729,6 +756,33 @@ fn documents() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The repository paths a text names (`docs/agent.md`, `scripts/vm`) that
+/// do not exist: the project points only at files it ships.
+fn missing_paths(root: &Path, text: &str) -> Vec<String> {
+    const TOP: [&str; 7] =
+        ["docs/", "scripts/", "scenarios/", "crates/", "deploy/", "tools/", "calibration/"];
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "_./*<>-".contains(c);
+    let mut missing = Vec::new();
+    for (i, _) in text.match_indices(|c: char| c.is_ascii_lowercase()) {
+        if i > 0 && text[..i].chars().next_back().is_some_and(path_char) {
+            continue;
+        }
+        let rest = &text[i..];
+        if !TOP.iter().any(|t| rest.starts_with(t)) {
+            continue;
+        }
+        let end = rest.find(|c: char| !path_char(c)).unwrap_or(rest.len());
+        let path = rest[..end].trim_end_matches(['.', '-', '/']);
+        if path.contains(['*', '<', '>']) || TOP.contains(&&rest[..end]) {
+            continue;
+        }
+        if !root.join(path).exists() && !missing.contains(&path.to_string()) {
+            missing.push(path.to_string());
+        }
+    }
+    missing
+}
+
 fn report(problems: &[String]) {
     assert!(
         problems.is_empty(),
@@ -757,9 +811,14 @@ fn every_readme_and_docs_example_works() {
             }
             for command in simple_commands(&shell_words(&ex.line)) {
                 let words = strip_prefixes(&command);
-                if words.first().map(String::as_str) == Some("overbook") && quick(&words) {
+                if words.first().map(String::as_str) != Some("overbook") {
+                    continue;
+                }
+                let result =
+                    if quick(&words) { Some(run_example(&words)) } else { dry_run_sim(&words) };
+                if let Some(result) = result {
                     ran += 1;
-                    if let Err(e) = run_example(&words) {
+                    if let Err(e) = result {
                         problems.push(format!("{}: {e}", ex.place));
                     }
                 }
@@ -768,18 +827,34 @@ fn every_readme_and_docs_example_works() {
         for ex in inline_commands(&text, &file) {
             checked += 1;
             eprintln!("{}: `{}`", ex.place, ex.line);
-            if let Err(e) = check_inline(&repo, &ex.line) {
-                problems.push(format!("{}: {e}", ex.place));
-                continue;
-            }
-            let words = shell_words(&ex.line);
-            let words = simple_commands(&words).into_iter().next().unwrap_or_default();
-            if !ex.line.contains(['[', '|']) && quick(&words) {
+            let words = match check_inline(&repo, &ex.line) {
+                Ok(Some(words)) => words,
+                Ok(None) => continue,
+                Err(e) => {
+                    problems.push(format!("{}: {e}", ex.place));
+                    continue;
+                }
+            };
+            let result =
+                if quick(&words) { Some(run_example(&words)) } else { dry_run_sim(&words) };
+            if let Some(result) = result {
                 ran += 1;
-                if let Err(e) = run_example(&words) {
+                if let Err(e) = result {
                     problems.push(format!("{}: {e}", ex.place));
                 }
             }
+        }
+    }
+    let mut texts = documents();
+    for entry in std::fs::read_dir(repo.root.join("scripts")).expect("scripts/").flatten() {
+        let name = format!("scripts/{}", entry.file_name().to_string_lossy());
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            texts.push((name, text));
+        }
+    }
+    for (file, text) in texts {
+        for path in missing_paths(&repo.root, &text) {
+            problems.push(format!("{file}: names {path}, which the repository does not have"));
         }
     }
     eprintln!("{checked} examples checked, {ran} run");
@@ -859,6 +934,9 @@ fn every_help_and_its_examples_work() {
         if help.trim().is_empty() {
             problems.push(format!("`{shown}` printed nothing"));
         }
+        for missing in missing_paths(&repo.root, &help) {
+            problems.push(format!("`{shown}` names {missing}, which the repository does not have"));
+        }
         let found = match help_examples(path, &help) {
             Ok(found) => found,
             Err(e) => {
@@ -932,10 +1010,13 @@ fn the_checks_catch_drift() {
         ("overbook sim --list --jobs x", "x"),
     ] {
         match check_inline(&repo, span) {
-            Ok(()) => panic!("`{span}` passed the checks"),
+            Ok(_) => panic!("`{span}` passed the checks"),
             Err(e) => assert!(e.contains(named), "`{span}`: {e} does not name {named:?}"),
         }
     }
+    // A file the project does not ship.
+    let missing = missing_paths(&repo.root, "see docs/TESTBED.md and docs/agent.md.");
+    assert_eq!(missing, ["docs/TESTBED.md"]);
     // Help examples: a flag the command does not have.
     let e = help_examples(&strings(&["sim"]), "see `--sett a=b`").expect_err("a bad flag");
     assert!(e.contains("--sett"), "{e}");
