@@ -336,7 +336,8 @@ fn check_line(repo: &Repo, line: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Check one simple command, prefixes stripped.
+/// Check one simple command, prefixes stripped: ours parsed or checked
+/// against the repository, another program's repository paths.
 fn check_command(repo: &Repo, words: &[String]) -> Result<(), String> {
     let Some(program) = words.first() else { return Ok(()) };
     if program == "overbook" {
@@ -346,7 +347,12 @@ fn check_command(repo: &Repo, words: &[String]) -> Result<(), String> {
     } else if program.starts_with("scripts/") {
         check_script(repo, words)
     } else {
-        Err(format!("`{}`: not a command this test knows how to check", words.join(" ")))
+        // Another program (kubectl, podman, systemctl): the files of this
+        // repository it is given must exist.
+        match missing_paths(&repo.root, &words.join(" ")).first() {
+            Some(path) => Err(format!("`{}`: no {path} in the repository", words.join(" "))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -997,6 +1003,7 @@ fn the_checks_catch_drift() {
         ("scripts/vm run -- target/release/overbook sim --bogus", "--bogus"),
         ("OVERBOOK_X=1 scripts/kube teleport", "teleport"),
         ("scripts/test-all now", "takes no subcommand"),
+        ("kubectl apply -f deploy/kubernetes/99-nothing.yaml", "99-nothing.yaml"),
     ];
     for (line, named) in bad {
         match check_line(&repo, line) {
