@@ -6,7 +6,7 @@ use overbook_agent::api;
 use overbook_agent::daemon::{self, DEFAULT_SOCKET};
 use overbook_agent::{AgentConfig, NodeStatus};
 use overbook_linux::{FreezerSupport, HostSupport};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -23,6 +23,14 @@ pub struct AgentArgs {
     /// Check the config and exit.
     #[arg(long)]
     check_config: bool,
+    /// This node's name in the API server, over the config's `[kubernetes]
+    /// node_name`: one config (a ConfigMap) for every node of a DaemonSet,
+    /// each agent given its own node's name, e.g. `--node-name $(NODE_NAME)`
+    /// in the container's args with NODE_NAME from the downward API
+    /// (`spec.nodeName`); the config's own node_name may then be left out.
+    /// The config must have a [kubernetes] section.
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -135,10 +143,7 @@ pub struct WorkloadArgs {
 }
 
 pub fn agent(args: AgentArgs) -> Result<()> {
-    let config = match &args.config {
-        Some(path) => AgentConfig::load(path)?,
-        None => AgentConfig::default(),
-    };
+    let config = load_config(args.config.as_deref(), args.node_name.as_deref())?;
     if args.check_config {
         println!(
             "# {} is valid; the agent would run with this (defaults included):\n",
@@ -158,6 +163,56 @@ pub fn agent(args: AgentArgs) -> Result<()> {
     daemon::run(&config, &args.socket, &stop, |line| eprintln!("{line}"))?;
     eprintln!("overbook agent: stopped");
     Ok(())
+}
+
+/// The agent's config: the file's (else the built-in default), with
+/// `--node-name` as its `[kubernetes] node_name`. A file whose only fault is
+/// a `[kubernetes]` without `node_name` is fine when `--node-name` gives it
+/// (one ConfigMap for every node of a DaemonSet).
+fn load_config(file: Option<&Path>, node_name: Option<&str>) -> Result<AgentConfig> {
+    let Some(path) = file else {
+        if let Some(name) = node_name {
+            bail!(
+                "--node-name {name}: the built-in default config has no [kubernetes] section; \
+                 give a config with one (--config FILE; see docs/agent.md, \"Kubernetes nodes\")"
+            );
+        }
+        return Ok(AgentConfig::default());
+    };
+    let Some(name) = node_name else { return Ok(AgentConfig::load(path)?) };
+    let name = name.trim();
+    if name.is_empty() {
+        bail!("--node-name: empty; give this node's name in the API server");
+    }
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let origin = path.display().to_string();
+    let mut config = match AgentConfig::parse(&text, &origin) {
+        Ok(config) => config,
+        Err(first) => {
+            // `[kubernetes]` without its node_name: give it the flag's.
+            let mut table: toml::Table = match text.parse() {
+                Ok(t) => t,
+                Err(_) => return Err(first.into()),
+            };
+            match table.get_mut("kubernetes") {
+                Some(toml::Value::Table(k)) if !k.contains_key("node_name") => {
+                    k.insert("node_name".into(), toml::Value::String(name.to_string()));
+                }
+                _ => return Err(first.into()),
+            }
+            let patched = toml::to_string(&table).context("writing the config")?;
+            AgentConfig::parse(&patched, &origin)?
+        }
+    };
+    let Some(kubernetes) = config.kubernetes.as_mut() else {
+        bail!(
+            "--node-name {name}: {origin} has no [kubernetes] section, so the agent reads no \
+             pods from an API server and has no node name to set (see docs/agent.md, \
+             \"Kubernetes nodes\")"
+        );
+    };
+    kubernetes.node_name = name.to_string();
+    Ok(config)
 }
 
 pub fn status(args: StatusArgs) -> Result<()> {

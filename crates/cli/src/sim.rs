@@ -18,9 +18,13 @@ pub struct SimArgs {
     /// A built-in scenario's name (see --list) or a scenario file.
     #[arg(long, short, default_value = "default")]
     scenario: String,
-    /// Override a setting of every run, as a dotted key: `--set cluster.nodes=200`,
-    /// `--set policy.detector.tolerance=5`. May be repeated.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    /// Override a setting, as a dotted key: `--set cluster.nodes=200`,
+    /// `--set policy.detector.tolerance=5`. It applies to every run the key
+    /// fits (a detector's tolerance, to the variants whose detector has
+    /// one); a key no run has is an error. `VARIANT:KEY=VALUE` sets it for
+    /// one variant only: `--set charon:policy.detector.tolerance=10`. May
+    /// be repeated.
+    #[arg(long = "set", value_name = "[VARIANT:]KEY=VALUE")]
     set: Vec<String>,
     /// Seed for the workload generator and kill delays (same seed, same run).
     #[arg(long)]
@@ -59,6 +63,10 @@ pub struct SimArgs {
     /// With --list: names only, one per line.
     #[arg(long, requires = "list")]
     names: bool,
+    /// Load the scenario with every setting given, list the runs it would
+    /// make, and exit: nothing is simulated or written.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
@@ -86,11 +94,22 @@ pub fn run(args: SimArgs) -> Result<()> {
     } else if args.skip_bad_rows {
         bail!("--skip-bad-rows applies to traces: give --trace-format and --trace too");
     }
-    overrides.extend(args.set.iter().cloned());
-    let scenario = Scenario::load(&args.scenario, &overrides)?;
+    let scenario = load(&args.scenario, &overrides, &args.set)?;
     overbook_sim::report::check_paper_numbers(&scenario)
         .and_then(|()| overbook_sim::report::check_plots(&scenario))
         .map_err(|e| anyhow::anyhow!("scenario {}: {e}", scenario.name))?;
+    if args.dry_run {
+        println!("{} — {}: {} runs", scenario.name, scenario.title, scenario.runs.len());
+        for run in &scenario.runs {
+            println!(
+                "{:<32} {} nodes, {:.1} h",
+                run.name,
+                run.spec.cluster.nodes,
+                run.spec.end_time().as_secs_f64() / 3600.0
+            );
+        }
+        return Ok(());
+    }
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
 
     println!("{} — {}", scenario.name, scenario.title);
@@ -119,6 +138,165 @@ pub fn run(args: SimArgs) -> Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// One `--set`: `KEY=VALUE` for every run it fits, or `VARIANT:KEY=VALUE`.
+#[derive(Debug)]
+struct Setting {
+    /// As given on the command line.
+    given: String,
+    /// The variant it is for; `None`: every run the key fits.
+    variant: Option<String>,
+    key: String,
+    /// `KEY=VALUE`, the scenario's override.
+    setting: String,
+}
+
+fn parse_setting(given: &str) -> Result<Setting> {
+    let Some((key, value)) = given.split_once('=') else {
+        bail!("--set {given:?}: expected KEY=VALUE or VARIANT:KEY=VALUE");
+    };
+    let (variant, key) = match key.split_once(':') {
+        Some((variant, key)) => (Some(variant.trim().to_string()), key.trim()),
+        None => (None, key.trim()),
+    };
+    if variant.as_deref() == Some("") {
+        bail!("--set {given:?}: the variant before ':' is empty");
+    }
+    Ok(Setting {
+        given: given.to_string(),
+        variant,
+        key: key.to_string(),
+        setting: format!("{key}={value}"),
+    })
+}
+
+/// Whether a scenario error says the key does not exist where it was set
+/// (a detector without a tolerance), as opposed to a bad value.
+fn does_not_fit(error: &str, key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    error.contains(&format!("unknown field `{last}`"))
+}
+
+/// Load the scenario with `overrides` for every run, then each `--set`
+/// where it fits: every run whose settings have the key (or the one
+/// variant it names). A key that fits no run is an error naming it.
+fn load(name: &str, overrides: &[String], sets: &[String]) -> Result<Scenario> {
+    let full = Scenario::load(name, overrides)?;
+    if sets.is_empty() {
+        return Ok(full);
+    }
+    let sets: Vec<Setting> = sets.iter().map(|s| parse_setting(s)).collect::<Result<_>>()?;
+    let mut variants: Vec<String> = Vec::new();
+    for run in &full.runs {
+        if !variants.contains(&run.variant) {
+            variants.push(run.variant.clone());
+        }
+    }
+    for s in &sets {
+        if let Some(v) = &s.variant {
+            if !variants.contains(v) {
+                bail!(
+                    "--set {:?}: scenario {} has no variant {v:?} (its variants: {})",
+                    s.given,
+                    full.name,
+                    variants.join(", ")
+                );
+            }
+        }
+    }
+    let (text, origin) = scenario_text(name)?;
+    let table: toml::Table =
+        text.parse().with_context(|| format!("{origin}: not a TOML scenario"))?;
+    let mut runs = Vec::new();
+    let mut fitted = vec![false; sets.len()];
+    let mut why_not: Vec<Option<String>> = vec![None; sets.len()];
+    for (vi, variant) in variants.iter().enumerate() {
+        let one = one_variant(&table, vi, variant)?;
+        let with = |chosen: &[bool]| -> Vec<String> {
+            let mut all = overrides.to_vec();
+            all.extend(
+                sets.iter().zip(chosen).filter(|(_, c)| **c).map(|(s, _)| s.setting.clone()),
+            );
+            all
+        };
+        let mut chosen = vec![false; sets.len()];
+        // Each setting on top of those that fit before it; again while one
+        // more fits (`--set …tolerance=5 --set …kind=constraint-thrashing`).
+        loop {
+            let mut more = false;
+            for (i, s) in sets.iter().enumerate() {
+                if chosen[i] || s.variant.as_ref().is_some_and(|v| v != variant) {
+                    continue;
+                }
+                let mut trial = chosen.clone();
+                trial[i] = true;
+                match Scenario::parse(&one, &origin, &with(&trial)) {
+                    Ok(_) => {
+                        chosen[i] = true;
+                        more = true;
+                    }
+                    Err(e) if does_not_fit(&e.to_string(), &s.key) => {
+                        why_not[i].get_or_insert(e.to_string());
+                    }
+                    Err(e) => return Err(anyhow::anyhow!("--set {:?}: {e}", s.given)),
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        for (i, s) in sets.iter().enumerate() {
+            if s.variant.as_ref() == Some(variant) && !chosen[i] {
+                bail!(
+                    "--set {:?}: variant {variant} has no setting {}: {}",
+                    s.given,
+                    s.key,
+                    why_not[i].as_deref().unwrap_or("refused")
+                );
+            }
+        }
+        let scenario = Scenario::parse(&one, &origin, &with(&chosen))?;
+        runs.extend(scenario.runs);
+        for (f, c) in fitted.iter_mut().zip(&chosen) {
+            *f |= c;
+        }
+    }
+    if let Some(i) = fitted.iter().position(|f| !f) {
+        bail!(
+            "--set {:?}: no run of scenario {} has the setting {} ({})",
+            sets[i].given,
+            full.name,
+            sets[i].key,
+            why_not[i].as_deref().unwrap_or("refused")
+        );
+    }
+    Ok(Scenario { runs, ..full })
+}
+
+/// A scenario's text and how errors name it, as `Scenario::load` finds it.
+fn scenario_text(name: &str) -> Result<(String, String)> {
+    if let Some((n, text)) = scenario::BUILT_IN.iter().find(|(n, _)| *n == name) {
+        return Ok(((*text).to_string(), format!("built-in scenario {n:?}")));
+    }
+    let text = std::fs::read_to_string(name).with_context(|| name.to_string())?;
+    Ok((text, name.to_string()))
+}
+
+/// The scenario's text with only its `index`th variant (named, so it keeps
+/// its name), no baseline (checked on the whole) and no paper numbers.
+fn one_variant(table: &toml::Table, index: usize, name: &str) -> Result<String> {
+    let mut one = table.clone();
+    one.remove("baseline");
+    one.remove("paper_numbers");
+    if let Some(toml::Value::Array(variants)) = one.get_mut("variants") {
+        let mut v = variants.get(index).cloned().context("a variant of the scenario")?;
+        if let toml::Value::Table(t) = &mut v {
+            t.insert("name".into(), toml::Value::String(name.to_string()));
+        }
+        *variants = vec![v];
+    }
+    toml::to_string(&one).context("writing a variant's scenario")
 }
 
 fn list(names_only: bool) -> Result<()> {
@@ -195,5 +373,80 @@ impl Progress for Bar {
             now.as_secs_f64() / 3600.0,
             events as f64 / 1e6
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overbook_core::detect::DetectorConfig;
+
+    fn tolerance(s: &Scenario, variant: &str) -> Option<f64> {
+        let run = s.runs.iter().find(|r| r.variant == variant).expect("the variant runs");
+        match run.spec.policy.detector {
+            DetectorConfig::ConstraintThrashing { tolerance, .. }
+            | DetectorConfig::ProductionFirst { tolerance, .. } => Some(tolerance),
+            _ => None,
+        }
+    }
+
+    fn sets(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn a_setting_applies_to_the_runs_it_fits() {
+        let s = load("default", &[], &sets(&["policy.detector.tolerance=5"])).expect("loads");
+        let names: Vec<&str> = s.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["mercury", "kuber", "charon", "overbook-adaptive", "overbook"]);
+        assert_eq!(tolerance(&s, "mercury"), None);
+        assert_eq!(tolerance(&s, "charon"), Some(5.0));
+        assert_eq!(tolerance(&s, "overbook-adaptive"), Some(5.0));
+        assert_eq!(tolerance(&s, "overbook"), Some(5.0));
+        assert_eq!(s.baseline.as_deref(), Some("mercury"));
+        assert!(!s.paper_numbers.is_empty());
+    }
+
+    #[test]
+    fn a_variant_setting_applies_to_that_variant_only() {
+        let s = load(
+            "default",
+            &[],
+            &sets(&["policy.detector.tolerance=5", "charon:policy.detector.tolerance=10"]),
+        )
+        .expect("loads");
+        assert_eq!(tolerance(&s, "charon"), Some(10.0));
+        assert_eq!(tolerance(&s, "overbook-adaptive"), Some(5.0));
+        // Every sweep point of the variant.
+        let s = load("charon-loads", &[], &sets(&["charon:policy.detector.tolerance=7"]))
+            .expect("loads");
+        let charon: Vec<&PlannedRun> = s.runs.iter().filter(|r| r.variant == "charon").collect();
+        assert_eq!(charon.len(), 4);
+        for run in charon {
+            match run.spec.policy.detector {
+                DetectorConfig::ConstraintThrashing { tolerance, .. } => {
+                    assert_eq!(tolerance, 7.0, "{}", run.name);
+                }
+                ref other => panic!("{}: {other:?}", run.name),
+            }
+        }
+    }
+
+    #[test]
+    fn settings_that_fit_nowhere_or_name_no_variant_are_errors_naming_them() {
+        let err = |set: &[&str]| match load("default", &[], &sets(set)) {
+            Ok(_) => panic!("{set:?} accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        let e = err(&["policy.detector.toleranse=5"]);
+        assert!(e.contains("policy.detector.toleranse") && e.contains("no run"), "{e}");
+        let e = err(&["mercury:policy.detector.tolerance=5"]);
+        assert!(e.contains("mercury") && e.contains("policy.detector.tolerance"), "{e}");
+        let e = err(&["marcury:cluster.nodes=3"]);
+        assert!(e.contains("marcury") && e.contains("charon"), "{e}");
+        let e = err(&["policy.detector.tolerance=-2"]);
+        assert!(e.contains("tolerance") && e.contains("-2"), "{e}");
+        let e = err(&["cluster.nodes"]);
+        assert!(e.contains("KEY=VALUE"), "{e}");
     }
 }

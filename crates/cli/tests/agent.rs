@@ -212,3 +212,47 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     }
     let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));
 }
+
+#[test]
+fn node_name_comes_from_the_command_line_for_a_daemonset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kube = "[node]\nroot = \"kubepods\"\npods = \"systemd\"\n[kubernetes]\n";
+    let check = |config: &str, name: &str| {
+        let path = dir.path().join("agent.toml");
+        std::fs::write(&path, config).expect("write");
+        overbook(&[
+            "agent",
+            "--config",
+            path.to_str().expect("utf-8"),
+            "--node-name",
+            name,
+            "--check-config",
+        ])
+    };
+    // One ConfigMap for every node: no node_name in it, the flag gives it.
+    let o = check(kube, "node-b");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout(&o).contains("node_name = \"node-b\""), "{}", stdout(&o));
+    // Over the config's own.
+    let o = check(&format!("{kube}node_name = \"node-a\"\n"), "node-c");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout(&o).contains("node_name = \"node-c\""), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("node-a"), "{}", stdout(&o));
+    // Other faults of the config are still its own.
+    let o = check(&format!("{kube}kubeconfig = \"relative\"\n"), "node-b");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("kubernetes.kubeconfig"));
+    // No [kubernetes]: an error naming the flag.
+    for args in [
+        vec!["agent", "--node-name", "node-b", "--check-config"],
+        vec!["agent", "--config", "/nonexistent", "--node-name", ""],
+    ] {
+        let o = overbook(&args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--node-name"), "{args:?}");
+    }
+    let o = check("[node]\nroot = \"nodes/a\"\n", "node-b");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--node-name node-b") && err.contains("[kubernetes]"), "{err}");
+}

@@ -178,3 +178,52 @@ fn a_closed_pipe_ends_the_listing_quietly() {
 fn libc_sigpipe() -> i32 {
     13
 }
+
+#[test]
+fn a_setting_applies_where_it_fits_and_a_variant_may_be_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Mercury's static detector has no tolerance: the others take it.
+    let out = dir.path().join("out");
+    let o = overbook(&[
+        "sim",
+        "--small",
+        "--no-progress",
+        "--no-plots",
+        "--set",
+        "policy.detector.tolerance=5",
+        "--set",
+        "charon:policy.detector.tolerance=10",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("mercury") && stdout.contains("charon"), "{stdout}");
+    for (set, named) in [
+        ("policy.detector.toleranse=5", "policy.detector.toleranse"),
+        ("mercury:policy.detector.tolerance=5", "mercury"),
+        ("nosuch:cluster.nodes=3", "nosuch"),
+    ] {
+        let o = overbook(&["sim", "--small", "--no-progress", "--set", set]);
+        let (_, stderr) = text(&o);
+        assert!(!o.status.success(), "{set} accepted");
+        assert!(stderr.contains(named), "{set}: {stderr}");
+    }
+}
+
+#[test]
+fn a_dry_run_checks_the_settings_and_lists_the_runs_without_running_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["sim", "--scenario", "charon-loads", "--set", "cluster.nodes=7", "--dry-run"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("charon@X4") && stdout.contains("7 nodes"), "{stdout}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "nothing written");
+    let o = overbook(&["sim", "--set", "cluster.nodez=7", "--dry-run"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("nodez"));
+}
