@@ -20,6 +20,11 @@ pub struct TaskOutcome {
     pub end: Option<Time>,
     /// Whether all of its work was done by the end of the run.
     pub completed: bool,
+    /// Whether the trace ended it (`WorkloadEvent::Death`): not completed,
+    /// not killed by the policy; its work is lost but not counted in
+    /// `lost_work`, which is the policy's waste.
+    #[serde(default)]
+    pub trace_death: bool,
     /// Submissions refused by a full queue (each retried while the budget lasts).
     pub rejections: u32,
     pub kills: u32,
@@ -84,6 +89,12 @@ pub struct RunCounters {
     /// Trace rows too far out of order, replayed late.
     #[serde(default)]
     pub late_rows: u64,
+    /// Tasks the trace ended (`WorkloadEvent::Death`) while the engine held them.
+    #[serde(default)]
+    pub trace_deaths: u64,
+    /// Submissions after `stop_submissions_at`, ignored.
+    #[serde(default)]
+    pub after_horizon: u64,
 }
 
 /// One simulated run of one policy on one workload.

@@ -63,6 +63,7 @@ struct Summary {
     by_class: HashMap<Class, usize>,
     usage: usize,
     finishes: usize,
+    deaths: usize,
 }
 
 /// Check what every stream promises and count what it holds: events in
@@ -72,6 +73,7 @@ fn summarize(events: &[WorkloadEvent]) -> (Summary, HashMap<TaskKey, TaskSpec>) 
     let mut s = Summary::default();
     let mut specs = HashMap::new();
     let mut finished = HashSet::new();
+    let mut dead = HashSet::new();
     let mut last = Time::ZERO;
     for ev in events {
         assert!(ev.at() >= last, "{ev:?} goes back in time from {last}");
@@ -81,12 +83,24 @@ fn summarize(events: &[WorkloadEvent]) -> (Summary, HashMap<TaskKey, TaskSpec>) 
                 s.tasks += 1;
                 *s.by_class.entry(spec.class).or_default() += 1;
                 let again = specs.insert(spec.key, spec.clone());
-                assert!(again.is_none(), "{:?} submitted twice", spec.key);
+                // Again only as a new attempt after a death.
+                assert!(
+                    again.is_none() || dead.remove(&spec.key),
+                    "{:?} submitted twice while alive",
+                    spec.key
+                );
+            }
+            WorkloadEvent::Death { task, .. } => {
+                s.deaths += 1;
+                assert!(specs.contains_key(task), "death of an unknown task");
+                assert!(!finished.contains(task), "{task:?} died after its finish");
+                assert!(dead.insert(*task), "{task:?} died twice");
             }
             WorkloadEvent::Usage { task, at, .. } => {
                 s.usage += 1;
                 let spec = specs.get(task).expect("usage of a submitted task");
                 assert!(*at >= spec.submit && !finished.contains(task), "{ev:?}");
+                assert!(!dead.contains(task), "usage of a dead task: {ev:?}");
             }
             WorkloadEvent::Finish { task, .. } => {
                 s.finishes += 1;
@@ -108,9 +122,10 @@ fn count(s: &Summary, class: Class) -> usize {
 fn google_2011_reads_its_jobs_usage_and_finishes() {
     let (events, counter) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.finishes, s.usage), (20, 15, 109));
+    // 20 tasks, one evicted and resubmitted (a new attempt), one killed.
+    assert_eq!((s.tasks, s.finishes, s.usage, s.deaths), (21, 15, 109, 2));
     assert_eq!(count(&s, Class::Production), 6);
-    assert_eq!(count(&s, Class::BestEffort), 14);
+    assert_eq!(count(&s, Class::BestEffort), 15);
     assert_eq!((counter.bad_rows(), counter.late_rows(), counter.unmatched_rows()), (0, 0, 0));
 
     let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
@@ -162,7 +177,7 @@ fn google_2011_without_usage_tasks_hold_their_request() {
     let (events, _) =
         read(TraceFormat::Google2011, &[fixture("google-2011/plain/task_events")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.usage), (20, 0));
+    assert_eq!((s.tasks, s.usage, s.deaths), (21, 0, 2));
     assert!(specs.values().all(|t| t.profile.peak() == t.request));
 }
 
@@ -211,9 +226,9 @@ fn google_2011_each_bad_field_is_its_own_problem() {
 fn google_2019_json_export_reads_its_instances() {
     let (events, counter) = read(TraceFormat::Google2019, &[fixture("google-2019/json")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.finishes, s.usage), (13, 9, 72));
+    assert_eq!((s.tasks, s.finishes, s.usage, s.deaths), (14, 9, 72, 1));
     assert_eq!(count(&s, Class::Production), 4);
-    assert_eq!(count(&s, Class::BestEffort), 9);
+    assert_eq!(count(&s, Class::BestEffort), 10, "an evicted instance resubmitted");
     assert_eq!(counter.unmatched_rows(), 0, "alloc-set rows are skipped, not unmatched");
     let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
     assert_eq!(priorities, HashSet::from([0, 2, 9, 10]));
@@ -553,4 +568,46 @@ proptest! {
         let cut = array.len() / 2;
         drain(TraceFormat::CharonSls, &[("d.json", array[..cut].to_vec())]);
     }
+}
+
+#[test]
+fn alibaba_2018_an_instance_over_without_an_end_dies_where_it_began() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("batch_instance.csv");
+    std::fs::write(
+        &path,
+        "ins_1,M1,j_1,1,Failed,100,0,m_1,1,1,40,60,0.5,0.9\n\
+         ins_2,M1,j_1,1,Terminated,110,200,m_1,1,1,40,60,0.5,0.9\n\
+         ins_3,M1,j_1,1,Interrupted,120,90,m_2,1,1,40,60,0.5,0.9\n\
+         ins_4,M1,j_1,1,Running,130,0,m_2,1,1,40,60,0.5,0.9\n",
+    )
+    .expect("write");
+    let (events, _) = read(TraceFormat::Alibaba2018, &[path], &opts());
+    let (s, _) = summarize(&events);
+    assert_eq!((s.tasks, s.deaths), (4, 2), "{events:#?}");
+    let deaths: Vec<Time> = events
+        .iter()
+        .filter(|e| matches!(e, WorkloadEvent::Death { .. }))
+        .map(WorkloadEvent::at)
+        .collect();
+    assert_eq!(deaths, [Time::from_secs(100), Time::from_secs(120)]);
+}
+
+#[test]
+fn google_2011_the_killed_task_dies_and_the_evicted_one_comes_back() {
+    let (events, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let died: Vec<TaskKey> = events
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Death { task, .. } => Some(*task),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(died.len(), 2);
+    let submits = |k: TaskKey| {
+        events.iter().filter(|e| matches!(e, WorkloadEvent::Submit(s) if s.key == k)).count()
+    };
+    let mut again: Vec<usize> = died.iter().map(|&k| submits(k)).collect();
+    again.sort_unstable();
+    assert_eq!(again, [1, 2], "the killed one is gone, the evicted one is a new attempt");
 }

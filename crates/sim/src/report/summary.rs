@@ -260,6 +260,9 @@ pub(crate) struct Job {
     pub first_submit: Time,
     pub last_end: Option<Time>,
     pub completed: bool,
+    /// Some attempt of it completed (a job whose every attempt the trace
+    /// ended never completes).
+    pub ran_to_end: bool,
 }
 
 impl Job {
@@ -284,13 +287,22 @@ pub(crate) fn jobs_of(tasks: &[TaskOutcome]) -> Vec<Job> {
                 first_submit: t.submit,
                 last_end: None,
                 completed: true,
+                ran_to_end: false,
             });
             jobs.len() - 1
         });
         let job = &mut jobs[i];
         job.first_submit = job.first_submit.min(t.submit);
         job.last_end = job.last_end.max(t.end);
-        job.completed &= t.completed && t.end.is_some();
+        // An attempt the trace ended (a death) neither completes its job
+        // nor holds it back: its resubmission, if any, is what counts.
+        if !t.trace_death {
+            job.completed &= t.completed && t.end.is_some();
+            job.ran_to_end |= t.completed;
+        }
+    }
+    for job in &mut jobs {
+        job.completed &= job.ran_to_end;
     }
     jobs
 }
@@ -358,6 +370,7 @@ pub(crate) mod fixtures {
             first_start: Some(Time::ZERO + Duration::from_secs(submit)),
             end: Some(Time::ZERO + Duration::from_secs(end)),
             completed: true,
+            trace_death: false,
             rejections: 0,
             kills: 0,
             suspensions: 0,

@@ -77,7 +77,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(opts.forget_after, flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter)))
 }
 
 /// A row of either export.
