@@ -95,6 +95,23 @@ pub struct RunCounters {
     /// Submissions after `stop_submissions_at`, ignored.
     #[serde(default)]
     pub after_horizon: u64,
+    /// What a trace replay read (`None` for a generated workload).
+    #[serde(default)]
+    pub trace: Option<TraceCounts>,
+    /// When the workload's first event is (`None`: it had none).
+    #[serde(default)]
+    pub first_event_at: Option<Time>,
+}
+
+/// What the trace reader saw, beside what the engine ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceCounts {
+    /// Rows read from the trace's files, good or bad.
+    pub rows_read: u64,
+    /// Well-formed rows about no task the reader knew (dropped).
+    pub unmatched: u64,
+    /// Distinct machines the trace's rows name (0: the format names none).
+    pub machines: u64,
 }
 
 /// One simulated run of one policy on one workload.

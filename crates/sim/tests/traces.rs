@@ -611,3 +611,33 @@ fn google_2011_the_killed_task_dies_and_the_evicted_one_comes_back() {
     again.sort_unstable();
     assert_eq!(again, [1, 2], "the killed one is gone, the evicted one is a new attempt");
 }
+
+#[test]
+fn every_format_counts_its_rows_and_the_machines_its_tasks_ran_on() {
+    let alibaba: Vec<PathBuf> =
+        ["batch_task", "batch_instance", "container_meta", "container_usage"]
+            .iter()
+            .map(|t| fixture(&format!("alibaba-2018/{t}.csv")))
+            .collect();
+    let cases = [
+        (TraceFormat::Google2011, vec![fixture("google-2011/plain")]),
+        (TraceFormat::Google2019, vec![fixture("google-2019/csv")]),
+        (TraceFormat::Google2019, vec![fixture("google-2019/json")]),
+        (TraceFormat::Alibaba2018, alibaba),
+    ];
+    let mut got = Vec::new();
+    for (format, paths) in cases {
+        let (_, counter) = read(format, &paths, &opts());
+        got.push((format.as_str(), counter.rows_read(), counter.machines()));
+    }
+    // Every line but the CSV export's header is a row.
+    assert_eq!(
+        got,
+        [
+            ("google-2011", 169, 20),
+            ("google-2019", 134, 17),
+            ("google-2019", 134, 17),
+            ("alibaba-2018", 56, 16)
+        ]
+    );
+}

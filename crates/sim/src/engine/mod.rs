@@ -230,6 +230,7 @@ impl<'m> Engine<'m> {
         progress: &mut dyn Progress,
     ) -> Result<RunResult, SimError> {
         let mut pending = workload.next().transpose()?;
+        self.counters.first_event_at = pending.as_ref().map(WorkloadEvent::at);
         loop {
             self.settle_points();
             let next_event = self.queue.peek_time();

@@ -170,6 +170,24 @@ pub struct RunSummary {
     pub skipped_rows: u64,
     pub first_skipped_row: Option<String>,
     pub late_rows: u64,
+    /// A trace replay's counts (absent for a generated workload).
+    #[serde(flatten)]
+    pub trace: Option<TraceStats>,
+}
+
+/// What a trace replay read and dropped, beside what it ran.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceStats {
+    /// Rows read from the trace's files, good or bad.
+    pub rows_read: u64,
+    /// Well-formed rows about no task the reader knew, dropped.
+    pub unmatched: u64,
+    /// Tasks submitted after the horizon, not run.
+    pub after_horizon: u64,
+    /// Attempts the trace ended (`WorkloadEvent::Death`).
+    pub trace_deaths: u64,
+    /// Machines the trace's tasks ran on (0: the format does not say).
+    pub trace_machines: u64,
 }
 
 impl RunSummary {
@@ -212,6 +230,13 @@ impl RunSummary {
             skipped_rows: c.skipped_rows,
             first_skipped_row: c.first_skipped_row.clone(),
             late_rows: c.late_rows,
+            trace: c.trace.map(|t| TraceStats {
+                rows_read: t.rows_read,
+                unmatched: t.unmatched,
+                after_horizon: c.after_horizon,
+                trace_deaths: c.trace_deaths,
+                trace_machines: t.machines,
+            }),
         }
     }
 

@@ -76,13 +76,15 @@ pub(crate) fn open(
     }
     let flat_containers = found[3].is_empty();
     let parsers: [Parse; 4] = [parse_task, parse_instance, parse_meta, parse_usage];
+    // Where each table names its machine (batch_task names none).
+    let machines = [None, Some(7), Some(1), Some(1)];
     // Table order breaks ties: a task before its instances, a container's
     // meta before its usage.
     let tables = found
         .into_iter()
-        .zip(parsers)
+        .zip(parsers.into_iter().zip(machines))
         .filter(|(files, _)| !files.is_empty())
-        .map(|(files, parse)| table(files, opts, counter, parse))
+        .map(|(files, (parse, machine))| table(files, opts, counter, parse, machine))
         .collect();
     let replay = Alibaba {
         tasks: HashMap::new(),
@@ -150,10 +152,16 @@ fn table(
     opts: &TraceOptions,
     counter: &Arc<BadRowCounter>,
     parse: Parse,
+    machine_column: Option<usize>,
 ) -> Table<Row> {
     let o = opts.clone();
+    let c = counter.clone();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        let machine = machine_column.and_then(|i| r.fields.get(i)).filter(|m| !m.is_empty());
+        if let Some(m) = machine {
+            c.record_machine(ids::hash("alibaba-machine", &[Part::Text(m)]));
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)

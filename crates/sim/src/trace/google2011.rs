@@ -78,8 +78,13 @@ fn table(
     parse: Parse,
 ) -> Table<Row> {
     let o = opts.clone();
+    let c = counter.clone();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        // Both tables name the machine in column 4 (empty while pending).
+        if let Ok(Some(machine)) = r.at(4).u64("machine ID") {
+            c.record_machine(machine);
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)

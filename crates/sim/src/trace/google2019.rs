@@ -141,8 +141,12 @@ fn table(
         },
     );
     let o = opts.clone();
+    let c = counter.clone();
     let rows = parsed(raw, opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        if let Ok(Some(machine)) = r.field("machine_id").u64("machine_id") {
+            c.record_machine(machine);
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)
