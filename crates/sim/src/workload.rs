@@ -183,6 +183,10 @@ pub enum TraceError {
     BadRow { path: PathBuf, line: u64, problem: String },
     #[error("{path}: {problem}")]
     BadFile { path: PathBuf, problem: String },
+    /// A file whose header row is missing or wrong: never skipped, as none
+    /// of its rows could be read.
+    #[error("{path}:{line}: {problem}")]
+    BadHeader { path: PathBuf, line: u64, problem: String },
 }
 
 /// A stream of workload events.

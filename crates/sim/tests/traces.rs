@@ -641,3 +641,43 @@ fn every_format_counts_its_rows_and_the_machines_its_tasks_ran_on() {
         ]
     );
 }
+
+#[test]
+fn a_byte_order_mark_changes_nothing_in_any_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (TraceFormat::Google2011, "google-2011/plain/task_events/part-00000-of-00002.csv"),
+        (TraceFormat::Google2019, "google-2019/csv/instance_events-000000000000.csv"),
+        (TraceFormat::Google2019, "google-2019/json/instance_events-000000000000.json"),
+        (TraceFormat::Alibaba2018, "alibaba-2018/batch_instance.csv"),
+    ];
+    for (format, path) in cases {
+        let plain = fixture(path);
+        // Under its own table's directory, as the fixture is.
+        let parent = plain.parent().and_then(Path::file_name).expect("a directory");
+        let name = plain.file_name().expect("a file name");
+        let marked = dir.path().join(format.as_str()).join(parent).join(name);
+        std::fs::create_dir_all(marked.parent().expect("dir")).expect("mkdir");
+        let mut text = b"\xef\xbb\xbf".to_vec();
+        text.extend(std::fs::read(&plain).expect("read"));
+        std::fs::write(&marked, text).expect("write");
+        let (a, _) = read(format, &[plain], &opts());
+        let (b, _) = read(format, &[marked], &opts());
+        assert_eq!(a, b, "{path}");
+    }
+}
+
+#[test]
+fn a_bigquery_csv_without_its_header_is_refused_at_line_1_even_when_skipping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = fixture("google-2019/csv/instance_events-000000000000.csv");
+    let text = std::fs::read_to_string(&plain).expect("read");
+    let headless = dir.path().join("instance_events-000000000000.csv");
+    std::fs::write(&headless, text.split_once('\n').expect("a header").1).expect("write");
+    for opts in [opts(), skipping()] {
+        let err = first_error(TraceFormat::Google2019, std::slice::from_ref(&headless), &opts);
+        assert!(matches!(err, TraceError::BadHeader { line: 1, .. }), "{err}");
+        let want = format!("{}:1: expected a header row", headless.display());
+        assert!(err.to_string().starts_with(&want), "{err}");
+    }
+}
