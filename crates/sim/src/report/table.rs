@@ -114,7 +114,7 @@ fn trace_note(s: &RunSummary) -> String {
                 m => format!("; the trace's tasks ran on {m} machines"),
             };
             format!(
-                "note: {}: {} trace rows read, {} skipped{skipped}, {} replayed late, {} \
+                "note: {}: {} trace rows read; {} rows skipped{skipped}, {} replayed late, {} \
                  unmatched; {} tasks after the horizon; {} ended by the trace{machines}\n",
                 s.run,
                 t.rows_read,
@@ -394,8 +394,9 @@ mod tests {
         s.nodes = 50;
         assert_eq!(
             trace_note(&s),
-            "note: a: 1000 trace rows read, 0 skipped, 0 replayed late, 7 unmatched; 3 tasks \
-             after the horizon; 12 ended by the trace; the trace's tasks ran on 4000 machines\n"
+            "note: a: 1000 trace rows read; 0 rows skipped, 0 replayed late, 7 unmatched; 3 \
+             tasks after the horizon; 12 ended by the trace; the trace's tasks ran on 4000 \
+             machines\n"
         );
         let warning = cluster_warning(&[s.clone(), s.clone()]);
         assert_eq!(
