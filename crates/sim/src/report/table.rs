@@ -91,8 +91,18 @@ pub(super) fn render(scenario: &Scenario, summaries: &[RunSummary], papers: &[Pa
         out.push_str("(low 0-1, medium 2-8, high 9-11):\n");
         out.push_str(&comparison(scenario, summaries, &BANDS));
     }
-    for s in summaries {
-        out.push_str(&trace_note(s));
+    // Runs of one trace mostly read the same: one note for all when so.
+    let notes: Vec<(String, String)> = summaries
+        .iter()
+        .map(|s| (s.run.clone(), trace_note(s)))
+        .filter(|(_, n)| !n.is_empty())
+        .collect();
+    let same = |(run, note): &(String, String)| note.replacen(&format!(": {run}: "), ": ", 1);
+    match notes.first().map(same) {
+        Some(first) if notes.len() > 1 && notes.iter().all(|n| same(n) == first) => {
+            out.push_str(&first.replacen("note: ", "note: every run: ", 1));
+        }
+        _ => notes.iter().for_each(|(_, n)| out.push_str(n)),
     }
     out.push_str(&cluster_warning(summaries));
     if !papers.is_empty() {
@@ -405,6 +415,21 @@ mod tests {
              nodes: its load is not the trace's (set cluster.nodes near 4000)\n",
             "once per cluster size"
         );
+        let scenario = Scenario::parse(
+            "name = \"t\"\ntitle = \"t\"\n[[variants]]\nname = \"a\"\n[[variants]]\nname = \"b\"\n",
+            "t",
+            &[],
+        )
+        .unwrap();
+        let mut b = s.clone().at_point("b", None);
+        let text = render(&scenario, &[s.clone(), b.clone()], &[]);
+        assert_eq!(text.matches("note: ").count(), 1, "{text}");
+        assert!(text.contains("note: every run: 1000 trace rows read;"), "{text}");
+        if let Some(t) = b.trace.as_mut() {
+            t.trace_deaths = 11;
+        }
+        let text = render(&scenario, &[s.clone(), b], &[]);
+        assert!(text.contains("note: a: 1000") && text.contains("note: b: 1000"), "{text}");
         for (nodes, warns) in [(2000, false), (1999, true), (8000, false), (8001, true)] {
             s.nodes = nodes;
             assert_eq!(!cluster_warning(std::slice::from_ref(&s)).is_empty(), warns, "{nodes}");
