@@ -156,11 +156,16 @@ fn table(
 ) -> Table<Row> {
     let o = opts.clone();
     let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
         let machine = machine_column.and_then(|i| r.fields.get(i)).filter(|m| !m.is_empty());
         if let Some(m) = machine {
-            c.record_machine(ids::hash("alibaba-machine", &[Part::Text(m)]));
+            let id = ids::hash("alibaba-machine", &[Part::Text(m)]);
+            if seen.insert(id) {
+                c.record_machine(id);
+            }
         }
         Ok(())
     });

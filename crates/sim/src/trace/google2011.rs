@@ -79,11 +79,15 @@ fn table(
 ) -> Table<Row> {
     let o = opts.clone();
     let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
         // Both tables name the machine in column 4 (empty while pending).
         if let Ok(Some(machine)) = r.at(4).u64("machine ID") {
-            c.record_machine(machine);
+            if seen.insert(machine) {
+                c.record_machine(machine);
+            }
         }
         Ok(())
     });

@@ -142,10 +142,14 @@ fn table(
     );
     let o = opts.clone();
     let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(raw, opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
         if let Ok(Some(machine)) = r.field("machine_id").u64("machine_id") {
-            c.record_machine(machine);
+            if seen.insert(machine) {
+                c.record_machine(machine);
+            }
         }
         Ok(())
     });
