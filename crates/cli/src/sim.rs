@@ -55,7 +55,7 @@ pub struct SimArgs {
     #[arg(long)]
     small: bool,
     /// Runs at once [default: the number of cores].
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     jobs: Option<usize>,
     /// List the built-in scenarios and exit.
     #[arg(long)]
@@ -373,6 +373,15 @@ impl Progress for Bar {
             now.as_secs_f64() / 3600.0,
             events as f64 / 1e6
         ));
+    }
+}
+
+/// `--jobs`: a count of runs at once, 1 or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 

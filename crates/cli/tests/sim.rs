@@ -227,3 +227,40 @@ fn a_dry_run_checks_the_settings_and_lists_the_runs_without_running_them() {
     assert!(!o.status.success());
     assert!(text(&o).1.contains("nodez"));
 }
+
+#[test]
+fn jobs_0_is_refused() {
+    let o = overbook(&["sim", "--small", "--jobs", "0"]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("--jobs") && stderr.contains("must be 1 or more"), "{stderr}");
+}
+
+#[test]
+fn a_replay_is_titled_by_its_trace_and_says_what_it_read_and_dropped() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = fixtures().join("google-2011/plain");
+    let o = overbook(&[
+        "sim",
+        "--small",
+        "--no-progress",
+        "--no-plots",
+        "--set",
+        "cluster.nodes=2",
+        "--trace-format",
+        "google-2011",
+        "--trace",
+        trace.to_str().expect("utf-8"),
+        "--out",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("replay of the google-2011 trace"), "{stdout}");
+    assert!(!stdout.contains("Paper vs overbook") && !stdout.contains("reproduces"), "{stdout}");
+    assert!(stdout.contains("169 trace rows read"), "{stdout}");
+    assert!(stdout.contains("2 ended by the trace"), "{stdout}");
+    assert!(stdout.contains("warning: the trace's tasks ran on 20 machines"), "{stdout}");
+    let summary = std::fs::read_to_string(dir.path().join("summary.json")).expect("summary");
+    assert!(summary.contains("\"trace_machines\"") && summary.contains("\"rows_read\""));
+}

@@ -20,6 +20,11 @@ pub struct TaskOutcome {
     pub end: Option<Time>,
     /// Whether all of its work was done by the end of the run.
     pub completed: bool,
+    /// Whether the trace ended it (`WorkloadEvent::Death`): not completed,
+    /// not killed by the policy; its work is lost but not counted in
+    /// `lost_work`, which is the policy's waste.
+    #[serde(default)]
+    pub trace_death: bool,
     /// Submissions refused by a full queue (each retried while the budget lasts).
     pub rejections: u32,
     pub kills: u32,
@@ -84,6 +89,29 @@ pub struct RunCounters {
     /// Trace rows too far out of order, replayed late.
     #[serde(default)]
     pub late_rows: u64,
+    /// Tasks the trace ended (`WorkloadEvent::Death`) while the engine held them.
+    #[serde(default)]
+    pub trace_deaths: u64,
+    /// Submissions after `stop_submissions_at`, ignored.
+    #[serde(default)]
+    pub after_horizon: u64,
+    /// What a trace replay read (`None` for a generated workload).
+    #[serde(default)]
+    pub trace: Option<TraceCounts>,
+    /// When the workload's first event is (`None`: it had none).
+    #[serde(default)]
+    pub first_event_at: Option<Time>,
+}
+
+/// What the trace reader saw, beside what the engine ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceCounts {
+    /// Rows read from the trace's files, good or bad.
+    pub rows_read: u64,
+    /// Well-formed rows about no task the reader knew (dropped).
+    pub unmatched: u64,
+    /// Distinct machines the trace's rows name (0: the format names none).
+    pub machines: u64,
 }
 
 /// One simulated run of one policy on one workload.

@@ -150,6 +150,12 @@ pub enum WorkloadEvent {
     Usage { task: TaskKey, at: Time, offset: Duration, mem: Bytes },
     /// The trace says the task's work, at trace time `at`: it ran for `work`.
     Finish { task: TaskKey, at: Time, work: Duration },
+    /// The trace ends the task's attempt at `at` (Google EVICT, FAIL, KILL
+    /// or LOST; an Alibaba instance over by status with no usable end):
+    /// wherever it is, it leaves and gives back what it held, its work is
+    /// lost, and it counts as a trace death, neither a completion nor a
+    /// policy kill. A later `Submit` of the same key is a new attempt.
+    Death { task: TaskKey, at: Time },
 }
 
 impl WorkloadEvent {
@@ -157,7 +163,9 @@ impl WorkloadEvent {
     pub fn at(&self) -> Time {
         match self {
             WorkloadEvent::Submit(s) => s.submit,
-            WorkloadEvent::Usage { at, .. } | WorkloadEvent::Finish { at, .. } => *at,
+            WorkloadEvent::Usage { at, .. }
+            | WorkloadEvent::Finish { at, .. }
+            | WorkloadEvent::Death { at, .. } => *at,
         }
     }
 }
@@ -175,6 +183,10 @@ pub enum TraceError {
     BadRow { path: PathBuf, line: u64, problem: String },
     #[error("{path}: {problem}")]
     BadFile { path: PathBuf, problem: String },
+    /// A file whose header row is missing or wrong: never skipped, as none
+    /// of its rows could be read.
+    #[error("{path}:{line}: {problem}")]
+    BadHeader { path: PathBuf, line: u64, problem: String },
 }
 
 /// A stream of workload events.

@@ -245,3 +245,100 @@ fn production_larger_than_any_node_is_given_up_at_once() {
     let r = run(config(charon(), 2), events);
     assert!(r.outcomes.iter().all(|o| !o.completed && o.first_start.is_none()));
 }
+
+// ---------------------------------------------------------------- trace deaths
+
+/// A task whose work the trace tells only at its end (or never).
+fn traced(key: u64, class: Class, at: u64, mem: Bytes) -> WorkloadEvent {
+    let WorkloadEvent::Submit(mut spec) = task(key, class, at, 0, MemProfile::flat(mem), mem)
+    else {
+        unreachable!()
+    };
+    spec.work = None;
+    WorkloadEvent::Submit(spec)
+}
+
+fn death(key: u64, at: u64) -> WorkloadEvent {
+    WorkloadEvent::Death { task: TaskKey(key), at: Time::from_secs(at) }
+}
+
+fn reserved() -> PolicyConfig {
+    PolicyConfig {
+        detector: DetectorConfig::Static {},
+        launcher: overbook_core::launch::LaunchConfig {
+            admission: AdmissionMode::Reserved,
+            queue_limit: 40,
+            ..Default::default()
+        },
+        ..PolicyConfig::default()
+    }
+}
+
+#[test]
+fn a_death_gives_its_memory_to_the_next_task() {
+    for class in [Class::BestEffort, Class::Production] {
+        // A holds 6 of 8 GiB and never finishes in the trace; B needs 6 too.
+        let events = vec![
+            traced(1, class, 0, 6 * GIB),
+            task(2, class, 1, 100, MemProfile::flat(6 * GIB), 6 * GIB),
+            death(1, 50),
+        ];
+        let r = run(config(reserved(), 1), events);
+        let a = r.outcomes.iter().find(|o| o.key == TaskKey(1)).expect("A");
+        let b = r.outcomes.iter().find(|o| o.key == TaskKey(2)).expect("B");
+        assert!(a.trace_death && !a.completed, "{a:?}");
+        assert_eq!((a.kills, a.lost_work), (0, Duration::ZERO), "not the policy's: {a:?}");
+        assert_eq!(a.end, Some(Time::from_secs(50)));
+        assert_eq!(b.first_start, Some(Time::from_secs(50)), "{class:?}: {b:?}");
+        assert!(b.completed && !b.trace_death, "{b:?}");
+        assert_eq!(b.end, Some(Time::from_secs(150)));
+        assert_eq!(r.counters.trace_deaths, 1);
+        assert_eq!(r.counters.thrashing_node_seconds, 0.0);
+    }
+}
+
+#[test]
+fn a_queued_death_never_runs_and_a_resubmission_is_a_new_attempt() {
+    for class in [Class::BestEffort, Class::Production] {
+        let events = vec![
+            traced(1, class, 0, 6 * GIB),
+            traced(2, class, 1, 6 * GIB),
+            death(2, 10),
+            // The same key again: a new attempt, which runs once A is done.
+            traced(2, class, 20, 6 * GIB),
+            WorkloadEvent::Finish {
+                task: TaskKey(1),
+                at: Time::from_secs(100),
+                work: Duration::from_secs(100),
+            },
+            WorkloadEvent::Finish {
+                task: TaskKey(2),
+                at: Time::from_secs(200),
+                work: Duration::from_secs(50),
+            },
+        ];
+        let r = run(config(reserved(), 1), events);
+        let twos: Vec<_> = r.outcomes.iter().filter(|o| o.key == TaskKey(2)).collect();
+        assert_eq!(twos.len(), 2, "{class:?}: {twos:#?}");
+        assert!(twos[0].trace_death && twos[0].first_start.is_none(), "{:?}", twos[0]);
+        assert_eq!(twos[0].end, Some(Time::from_secs(10)));
+        assert!(twos[1].completed && !twos[1].trace_death, "{:?}", twos[1]);
+        assert_eq!(twos[1].first_start, Some(Time::from_secs(100)));
+        assert_eq!(r.counters.trace_deaths, 1);
+        let one = r.outcomes.iter().find(|o| o.key == TaskKey(1)).expect("A");
+        assert!(one.completed);
+    }
+}
+
+#[test]
+fn submissions_after_the_horizon_are_counted() {
+    let mut cfg = config(reserved(), 1);
+    cfg.stop_submissions_at = Time::from_secs(5);
+    let events = vec![
+        task(1, Class::BestEffort, 0, 10, MemProfile::flat(GIB), GIB),
+        task(2, Class::BestEffort, 6, 10, MemProfile::flat(GIB), GIB),
+        death(2, 7),
+    ];
+    let r = run(cfg, events);
+    assert_eq!((r.outcomes.len(), r.counters.after_horizon, r.counters.trace_deaths), (1, 1, 0));
+}

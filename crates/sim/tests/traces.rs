@@ -63,6 +63,7 @@ struct Summary {
     by_class: HashMap<Class, usize>,
     usage: usize,
     finishes: usize,
+    deaths: usize,
 }
 
 /// Check what every stream promises and count what it holds: events in
@@ -72,6 +73,7 @@ fn summarize(events: &[WorkloadEvent]) -> (Summary, HashMap<TaskKey, TaskSpec>) 
     let mut s = Summary::default();
     let mut specs = HashMap::new();
     let mut finished = HashSet::new();
+    let mut dead = HashSet::new();
     let mut last = Time::ZERO;
     for ev in events {
         assert!(ev.at() >= last, "{ev:?} goes back in time from {last}");
@@ -81,12 +83,24 @@ fn summarize(events: &[WorkloadEvent]) -> (Summary, HashMap<TaskKey, TaskSpec>) 
                 s.tasks += 1;
                 *s.by_class.entry(spec.class).or_default() += 1;
                 let again = specs.insert(spec.key, spec.clone());
-                assert!(again.is_none(), "{:?} submitted twice", spec.key);
+                // Again only as a new attempt after a death.
+                assert!(
+                    again.is_none() || dead.remove(&spec.key),
+                    "{:?} submitted twice while alive",
+                    spec.key
+                );
+            }
+            WorkloadEvent::Death { task, .. } => {
+                s.deaths += 1;
+                assert!(specs.contains_key(task), "death of an unknown task");
+                assert!(!finished.contains(task), "{task:?} died after its finish");
+                assert!(dead.insert(*task), "{task:?} died twice");
             }
             WorkloadEvent::Usage { task, at, .. } => {
                 s.usage += 1;
                 let spec = specs.get(task).expect("usage of a submitted task");
                 assert!(*at >= spec.submit && !finished.contains(task), "{ev:?}");
+                assert!(!dead.contains(task), "usage of a dead task: {ev:?}");
             }
             WorkloadEvent::Finish { task, .. } => {
                 s.finishes += 1;
@@ -108,9 +122,10 @@ fn count(s: &Summary, class: Class) -> usize {
 fn google_2011_reads_its_jobs_usage_and_finishes() {
     let (events, counter) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.finishes, s.usage), (20, 15, 109));
+    // 20 tasks, one evicted and resubmitted (a new attempt), one killed.
+    assert_eq!((s.tasks, s.finishes, s.usage, s.deaths), (21, 15, 109, 2));
     assert_eq!(count(&s, Class::Production), 6);
-    assert_eq!(count(&s, Class::BestEffort), 14);
+    assert_eq!(count(&s, Class::BestEffort), 15);
     assert_eq!((counter.bad_rows(), counter.late_rows(), counter.unmatched_rows()), (0, 0, 0));
 
     let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
@@ -162,7 +177,7 @@ fn google_2011_without_usage_tasks_hold_their_request() {
     let (events, _) =
         read(TraceFormat::Google2011, &[fixture("google-2011/plain/task_events")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.usage), (20, 0));
+    assert_eq!((s.tasks, s.usage, s.deaths), (21, 0, 2));
     assert!(specs.values().all(|t| t.profile.peak() == t.request));
 }
 
@@ -211,9 +226,9 @@ fn google_2011_each_bad_field_is_its_own_problem() {
 fn google_2019_json_export_reads_its_instances() {
     let (events, counter) = read(TraceFormat::Google2019, &[fixture("google-2019/json")], &opts());
     let (s, specs) = summarize(&events);
-    assert_eq!((s.tasks, s.finishes, s.usage), (13, 9, 72));
+    assert_eq!((s.tasks, s.finishes, s.usage, s.deaths), (14, 9, 72, 1));
     assert_eq!(count(&s, Class::Production), 4);
-    assert_eq!(count(&s, Class::BestEffort), 9);
+    assert_eq!(count(&s, Class::BestEffort), 10, "an evicted instance resubmitted");
     assert_eq!(counter.unmatched_rows(), 0, "alloc-set rows are skipped, not unmatched");
     let priorities: HashSet<u8> = specs.values().map(|t| t.priority).collect();
     assert_eq!(priorities, HashSet::from([0, 2, 9, 10]));
@@ -552,5 +567,117 @@ proptest! {
         // The same array cut short anywhere.
         let cut = array.len() / 2;
         drain(TraceFormat::CharonSls, &[("d.json", array[..cut].to_vec())]);
+    }
+}
+
+#[test]
+fn alibaba_2018_an_instance_over_without_an_end_dies_where_it_began() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("batch_instance.csv");
+    std::fs::write(
+        &path,
+        "ins_1,M1,j_1,1,Failed,100,0,m_1,1,1,40,60,0.5,0.9\n\
+         ins_2,M1,j_1,1,Terminated,110,200,m_1,1,1,40,60,0.5,0.9\n\
+         ins_3,M1,j_1,1,Interrupted,120,90,m_2,1,1,40,60,0.5,0.9\n\
+         ins_4,M1,j_1,1,Running,130,0,m_2,1,1,40,60,0.5,0.9\n",
+    )
+    .expect("write");
+    let (events, _) = read(TraceFormat::Alibaba2018, &[path], &opts());
+    let (s, _) = summarize(&events);
+    assert_eq!((s.tasks, s.deaths), (4, 2), "{events:#?}");
+    let deaths: Vec<Time> = events
+        .iter()
+        .filter(|e| matches!(e, WorkloadEvent::Death { .. }))
+        .map(WorkloadEvent::at)
+        .collect();
+    assert_eq!(deaths, [Time::from_secs(100), Time::from_secs(120)]);
+}
+
+#[test]
+fn google_2011_the_killed_task_dies_and_the_evicted_one_comes_back() {
+    let (events, _) = read(TraceFormat::Google2011, &[fixture("google-2011/plain")], &opts());
+    let died: Vec<TaskKey> = events
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Death { task, .. } => Some(*task),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(died.len(), 2);
+    let submits = |k: TaskKey| {
+        events.iter().filter(|e| matches!(e, WorkloadEvent::Submit(s) if s.key == k)).count()
+    };
+    let mut again: Vec<usize> = died.iter().map(|&k| submits(k)).collect();
+    again.sort_unstable();
+    assert_eq!(again, [1, 2], "the killed one is gone, the evicted one is a new attempt");
+}
+
+#[test]
+fn every_format_counts_its_rows_and_the_machines_its_tasks_ran_on() {
+    let alibaba: Vec<PathBuf> =
+        ["batch_task", "batch_instance", "container_meta", "container_usage"]
+            .iter()
+            .map(|t| fixture(&format!("alibaba-2018/{t}.csv")))
+            .collect();
+    let cases = [
+        (TraceFormat::Google2011, vec![fixture("google-2011/plain")]),
+        (TraceFormat::Google2019, vec![fixture("google-2019/csv")]),
+        (TraceFormat::Google2019, vec![fixture("google-2019/json")]),
+        (TraceFormat::Alibaba2018, alibaba),
+    ];
+    let mut got = Vec::new();
+    for (format, paths) in cases {
+        let (_, counter) = read(format, &paths, &opts());
+        got.push((format.as_str(), counter.rows_read(), counter.machines()));
+    }
+    // Every line but the CSV export's header is a row.
+    assert_eq!(
+        got,
+        [
+            ("google-2011", 169, 20),
+            ("google-2019", 134, 17),
+            ("google-2019", 134, 17),
+            ("alibaba-2018", 56, 16)
+        ]
+    );
+}
+
+#[test]
+fn a_byte_order_mark_changes_nothing_in_any_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (TraceFormat::Google2011, "google-2011/plain/task_events/part-00000-of-00002.csv"),
+        (TraceFormat::Google2019, "google-2019/csv/instance_events-000000000000.csv"),
+        (TraceFormat::Google2019, "google-2019/json/instance_events-000000000000.json"),
+        (TraceFormat::Alibaba2018, "alibaba-2018/batch_instance.csv"),
+    ];
+    for (format, path) in cases {
+        let plain = fixture(path);
+        // Under its own table's directory, as the fixture is.
+        let parent = plain.parent().and_then(Path::file_name).expect("a directory");
+        let name = plain.file_name().expect("a file name");
+        let marked = dir.path().join(format.as_str()).join(parent).join(name);
+        std::fs::create_dir_all(marked.parent().expect("dir")).expect("mkdir");
+        let mut text = b"\xef\xbb\xbf".to_vec();
+        text.extend(std::fs::read(&plain).expect("read"));
+        std::fs::write(&marked, text).expect("write");
+        let (a, _) = read(format, &[plain], &opts());
+        let (b, _) = read(format, &[marked], &opts());
+        assert_eq!(a, b, "{path}");
+    }
+}
+
+#[test]
+fn a_bigquery_csv_without_its_header_is_refused_at_line_1_even_when_skipping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = fixture("google-2019/csv/instance_events-000000000000.csv");
+    let text = std::fs::read_to_string(&plain).expect("read");
+    let headless = dir.path().join("instance_events-000000000000.csv");
+    std::fs::write(&headless, text.split_once('\n').expect("a header").1).expect("write");
+    for opts in [opts(), skipping()] {
+        let err = first_error(TraceFormat::Google2019, std::slice::from_ref(&headless), &opts);
+        assert!(matches!(err, TraceError::BadHeader { line: 1, .. }), "{err}");
+        let want = format!("{}:1: expected a header row", headless.display());
+        assert!(err.to_string().starts_with(&want), "{err}");
     }
 }

@@ -8,6 +8,7 @@
 //! what is evaluated is what is deployed.
 
 mod clock;
+mod death;
 mod guarantee;
 mod node;
 mod placement;
@@ -229,6 +230,7 @@ impl<'m> Engine<'m> {
         progress: &mut dyn Progress,
     ) -> Result<RunResult, SimError> {
         let mut pending = workload.next().transpose()?;
+        self.counters.first_event_at = pending.as_ref().map(WorkloadEvent::at);
         loop {
             self.settle_points();
             let next_event = self.queue.peek_time();
@@ -277,6 +279,8 @@ impl<'m> Engine<'m> {
         for slot in 0..self.slots.len() {
             self.sync(overbook_core::convert::usize_to_u32(slot));
         }
+        #[cfg(test)]
+        self.check_books();
         for task in self.slots.iter_mut().filter_map(Option::take) {
             self.outcomes.push(task.outcome);
         }
@@ -291,6 +295,7 @@ impl<'m> Engine<'m> {
         match ev {
             WorkloadEvent::Submit(spec) => {
                 if spec.submit > self.cfg.stop_submissions_at {
+                    self.counters.after_horizon += 1;
                     return;
                 }
                 let awaits_trace = spec.work.is_none();
@@ -320,6 +325,7 @@ impl<'m> Engine<'m> {
                 }
                 self.memory_may_have_changed(slot);
             }
+            WorkloadEvent::Death { task, .. } => self.on_death(task),
         }
     }
 
@@ -367,7 +373,9 @@ impl<'m> Engine<'m> {
         task.outcome.completed = completed;
         task.outcome.end = Some(self.now);
         self.epochs[slot as usize] = task.epoch;
-        if !completed {
+        // Only if the key is still this attempt's: a task the trace ended
+        // may leave after its next attempt was submitted.
+        if !completed && self.by_key.get(&task.spec.key) == Some(&slot) {
             self.by_key.remove(&task.spec.key);
         }
         self.outcomes.push(task.outcome);
@@ -570,6 +578,17 @@ impl<'m> Engine<'m> {
             return;
         };
         n.demand = n.demand.saturating_sub(task.mem);
+        if task.doomed {
+            // The trace ended it meanwhile: what it held is free, and it leaves.
+            if matches!(phase, Phase::Dumping { .. }) {
+                self.counters.checkpoint_bytes_written += task.written;
+            }
+            self.recompute(node);
+            self.end_by_trace(slot);
+            self.reindex(node);
+            self.step(node);
+            return;
+        }
         match phase {
             Phase::Dying { .. } => {
                 task.outcome.lost_work += task.progress;
@@ -644,6 +663,9 @@ impl<'m> Engine<'m> {
     fn on_resumed(&mut self, slot: u32, epoch: u32) {
         match self.live(slot, epoch).map(|t| t.phase) {
             Some(Phase::Idle { node }) => self.end_idle(slot, node),
+            Some(Phase::Resuming { .. }) if self.task(slot).is_some_and(|t| t.doomed) => {
+                self.die(slot);
+            }
             Some(Phase::Resuming { node } | Phase::Refaulting { node }) => {
                 self.advance(node);
                 self.start_running(slot, node);

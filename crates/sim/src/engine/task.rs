@@ -101,6 +101,9 @@ pub struct Task {
     window_len: usize,
     /// Runs so far (a kill ends one).
     pub attempts: u32,
+    /// The trace ended it while a kill, freeze, dump or resume was under
+    /// way: it leaves once that is done (`death.rs`).
+    pub doomed: bool,
     pub image: Option<ImageInfo>,
     /// When it began waiting to resume, to learn how long local resumes take.
     pub suspended_at: Time,
@@ -121,6 +124,7 @@ impl Task {
             first_start: None,
             end: None,
             completed: false,
+            trace_death: false,
             rejections: 0,
             kills: 0,
             suspensions: 0,
@@ -156,6 +160,7 @@ impl Task {
             window_start: 0,
             window_len: 0,
             attempts: 0,
+            doomed: false,
             image: None,
             suspended_at: Time::ZERO,
             major_faults: 0.0,

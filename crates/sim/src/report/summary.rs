@@ -170,6 +170,24 @@ pub struct RunSummary {
     pub skipped_rows: u64,
     pub first_skipped_row: Option<String>,
     pub late_rows: u64,
+    /// A trace replay's counts (absent for a generated workload).
+    #[serde(flatten)]
+    pub trace: Option<TraceStats>,
+}
+
+/// What a trace replay read and dropped, beside what it ran.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceStats {
+    /// Rows read from the trace's files, good or bad.
+    pub rows_read: u64,
+    /// Well-formed rows about no task the reader knew, dropped.
+    pub unmatched: u64,
+    /// Tasks submitted after the horizon, not run.
+    pub after_horizon: u64,
+    /// Attempts the trace ended (`WorkloadEvent::Death`).
+    pub trace_deaths: u64,
+    /// Machines the trace's tasks ran on (0: the format does not say).
+    pub trace_machines: u64,
 }
 
 impl RunSummary {
@@ -212,6 +230,13 @@ impl RunSummary {
             skipped_rows: c.skipped_rows,
             first_skipped_row: c.first_skipped_row.clone(),
             late_rows: c.late_rows,
+            trace: c.trace.map(|t| TraceStats {
+                rows_read: t.rows_read,
+                unmatched: t.unmatched,
+                after_horizon: c.after_horizon,
+                trace_deaths: c.trace_deaths,
+                trace_machines: t.machines,
+            }),
         }
     }
 
@@ -260,6 +285,9 @@ pub(crate) struct Job {
     pub first_submit: Time,
     pub last_end: Option<Time>,
     pub completed: bool,
+    /// Some attempt of it completed (a job whose every attempt the trace
+    /// ended never completes).
+    pub ran_to_end: bool,
 }
 
 impl Job {
@@ -284,13 +312,22 @@ pub(crate) fn jobs_of(tasks: &[TaskOutcome]) -> Vec<Job> {
                 first_submit: t.submit,
                 last_end: None,
                 completed: true,
+                ran_to_end: false,
             });
             jobs.len() - 1
         });
         let job = &mut jobs[i];
         job.first_submit = job.first_submit.min(t.submit);
         job.last_end = job.last_end.max(t.end);
-        job.completed &= t.completed && t.end.is_some();
+        // An attempt the trace ended (a death) neither completes its job
+        // nor holds it back: its resubmission, if any, is what counts.
+        if !t.trace_death {
+            job.completed &= t.completed && t.end.is_some();
+            job.ran_to_end |= t.completed;
+        }
+    }
+    for job in &mut jobs {
+        job.completed &= job.ran_to_end;
     }
     jobs
 }
@@ -358,6 +395,7 @@ pub(crate) mod fixtures {
             first_start: Some(Time::ZERO + Duration::from_secs(submit)),
             end: Some(Time::ZERO + Duration::from_secs(end)),
             completed: true,
+            trace_death: false,
             rejections: 0,
             kills: 0,
             suspensions: 0,

@@ -91,18 +91,80 @@ pub(super) fn render(scenario: &Scenario, summaries: &[RunSummary], papers: &[Pa
         out.push_str("(low 0-1, medium 2-8, high 9-11):\n");
         out.push_str(&comparison(scenario, summaries, &BANDS));
     }
-    for s in summaries.iter().filter(|s| s.skipped_rows > 0 || s.late_rows > 0) {
-        out.push_str(&format!(
-            "note: {}: {} trace rows skipped{}, {} replayed late\n",
-            s.run,
-            s.skipped_rows,
-            s.first_skipped_row.as_deref().map(|r| format!(" (first: {r})")).unwrap_or_default(),
-            s.late_rows
-        ));
+    // Runs of one trace mostly read the same: one note for all when so.
+    let notes: Vec<(String, String)> = summaries
+        .iter()
+        .map(|s| (s.run.clone(), trace_note(s)))
+        .filter(|(_, n)| !n.is_empty())
+        .collect();
+    let same = |(run, note): &(String, String)| note.replacen(&format!(": {run}: "), ": ", 1);
+    match notes.first().map(same) {
+        Some(first) if notes.len() > 1 && notes.iter().all(|n| same(n) == first) => {
+            out.push_str(&first.replacen("note: ", "note: every run: ", 1));
+        }
+        _ => notes.iter().for_each(|(_, n)| out.push_str(n)),
     }
+    out.push_str(&cluster_warning(summaries));
     if !papers.is_empty() {
         out.push_str("\nPaper vs overbook:\n");
         out.push_str(&paper_table(papers));
+    }
+    out
+}
+
+/// What a run's trace reader read and dropped (a trace replay), or the
+/// rows it skipped or replayed late (any run that has some).
+fn trace_note(s: &RunSummary) -> String {
+    let skipped =
+        s.first_skipped_row.as_deref().map(|r| format!(" (first: {r})")).unwrap_or_default();
+    match &s.trace {
+        Some(t) => {
+            let machines = match t.trace_machines {
+                0 => String::new(),
+                m => format!("; the trace's tasks ran on {m} machines"),
+            };
+            format!(
+                "note: {}: {} trace rows read; {} rows skipped{skipped}, {} replayed late, {} \
+                 unmatched; {} tasks after the horizon; {} ended by the trace{machines}\n",
+                s.run,
+                t.rows_read,
+                s.skipped_rows,
+                s.late_rows,
+                t.unmatched,
+                t.after_horizon,
+                t.trace_deaths,
+            )
+        }
+        None if s.skipped_rows > 0 || s.late_rows > 0 => format!(
+            "note: {}: {} trace rows skipped{skipped}, {} replayed late\n",
+            s.run, s.skipped_rows, s.late_rows
+        ),
+        None => String::new(),
+    }
+}
+
+/// A warning when the simulated cluster is more than twice, or less than
+/// half, the machines the trace's tasks ran on: the load is then not the
+/// trace's. Once per cluster size.
+fn cluster_warning(summaries: &[RunSummary]) -> String {
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    for s in summaries {
+        let Some(machines) = s.trace.as_ref().map(|t| t.trace_machines).filter(|&m| m > 0) else {
+            continue;
+        };
+        let nodes = s.nodes as u64;
+        if seen.contains(&(nodes, machines)) {
+            continue;
+        }
+        seen.push((nodes, machines));
+        if nodes > 2 * machines || 2 * nodes < machines {
+            out.push_str(&format!(
+                "warning: the trace's tasks ran on {machines} machines but the simulated cluster \
+                 has {nodes} nodes: its load is not the trace's (set cluster.nodes near \
+                 {machines})\n"
+            ));
+        }
     }
     out
 }
@@ -326,6 +388,52 @@ mod tests {
         assert_eq!(wrap("a bb ccc dddd", 6), vec!["a bb", "ccc", "dddd"]);
         assert_eq!(wrap("abcdefgh", 3), vec!["abc", "def", "gh"]);
         assert_eq!(wrap("", 5), vec![""]);
+    }
+
+    #[test]
+    fn a_replay_says_what_it_read_and_dropped_and_warns_of_a_cluster_far_from_the_traces() {
+        let mut s = RunSummary::new(&result("a", be_jobs(2)), 32);
+        assert_eq!(trace_note(&s), "", "a generated workload has no note");
+        s.trace = Some(super::super::summary::TraceStats {
+            rows_read: 1000,
+            unmatched: 7,
+            after_horizon: 3,
+            trace_deaths: 12,
+            trace_machines: 4000,
+        });
+        s.nodes = 50;
+        assert_eq!(
+            trace_note(&s),
+            "note: a: 1000 trace rows read; 0 rows skipped, 0 replayed late, 7 unmatched; 3 \
+             tasks after the horizon; 12 ended by the trace; the trace's tasks ran on 4000 \
+             machines\n"
+        );
+        let warning = cluster_warning(&[s.clone(), s.clone()]);
+        assert_eq!(
+            warning,
+            "warning: the trace's tasks ran on 4000 machines but the simulated cluster has 50 \
+             nodes: its load is not the trace's (set cluster.nodes near 4000)\n",
+            "once per cluster size"
+        );
+        let scenario = Scenario::parse(
+            "name = \"t\"\ntitle = \"t\"\n[[variants]]\nname = \"a\"\n[[variants]]\nname = \"b\"\n",
+            "t",
+            &[],
+        )
+        .unwrap();
+        let mut b = s.clone().at_point("b", None);
+        let text = render(&scenario, &[s.clone(), b.clone()], &[]);
+        assert_eq!(text.matches("note: ").count(), 1, "{text}");
+        assert!(text.contains("note: every run: 1000 trace rows read;"), "{text}");
+        if let Some(t) = b.trace.as_mut() {
+            t.trace_deaths = 11;
+        }
+        let text = render(&scenario, &[s.clone(), b], &[]);
+        assert!(text.contains("note: a: 1000") && text.contains("note: b: 1000"), "{text}");
+        for (nodes, warns) in [(2000, false), (1999, true), (8000, false), (8001, true)] {
+            s.nodes = nodes;
+            assert_eq!(!cluster_warning(std::slice::from_ref(&s)).is_empty(), warns, "{nodes}");
+        }
     }
 
     #[test]

@@ -193,6 +193,7 @@ impl Scenario {
             }
         };
         let mut runs = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         for (vi, variant) in variants.iter().enumerate() {
             let mut variant = variant.clone();
             let vname = match variant.remove("name") {
@@ -204,6 +205,13 @@ impl Scenario {
                 }
                 None => format!("variant-{}", vi + 1),
             };
+            if let Some(first) = names.iter().position(|n| n == &vname) {
+                return Err(invalid(format!(
+                    "variants[{vi}].name: {vname:?} is variants[{first}]'s name too: each \
+                     variant needs a name of its own"
+                )));
+            }
+            names.push(vname.clone());
             for (label, point) in &points {
                 let mut merged = raw.base.clone();
                 merge(&mut merged, &variant);
@@ -232,7 +240,7 @@ impl Scenario {
                 return Err(invalid(format!("baseline: no variant named {b:?}")));
             }
         }
-        Ok(Scenario {
+        let mut scenario = Scenario {
             name: raw.name,
             title: raw.title,
             paper: raw.paper,
@@ -242,8 +250,23 @@ impl Scenario {
             sweep_name: raw.sweep.as_ref().map(|s| s.name.clone().unwrap_or_else(|| s.key.clone())),
             paper_numbers: raw.paper_numbers,
             runs,
-        })
+        };
+        if let Some(WorkloadSpec::Trace(t)) = replayed(&override_table, &scenario.runs) {
+            // The scenario's title and its paper's numbers are about its own
+            // workload, not the trace put in its place.
+            let paths: Vec<String> = t.paths.iter().map(|p| p.display().to_string()).collect();
+            scenario.title = format!("replay of the {} trace {}", t.format, paths.join(", "));
+            scenario.paper.clear();
+            scenario.paper_numbers.clear();
+        }
+        Ok(scenario)
     }
+}
+
+/// The trace the overrides put in place of the scenario's workload, if they did.
+fn replayed<'a>(overrides: &Table, runs: &'a [PlannedRun]) -> Option<&'a WorkloadSpec> {
+    let kind = overrides.get("workload").and_then(|w| w.get("kind")).and_then(Value::as_str);
+    (kind == Some("trace")).then(|| runs.first().map(|r| &r.spec.workload)).flatten()
 }
 
 /// A sweep point: its label and the setting it makes.
@@ -346,6 +369,41 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("nodez"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_variant_names_and_tiny_nodes_are_refused() {
+        let text = "name = \"t\"\ntitle = \"t\"\n[[variants]]\nname = \"a\"\n[[variants]]\nname = \"b\"\n[[variants]]\nname = \"a\"\n";
+        let err = Scenario::parse(text, "t.toml", &[]).unwrap_err().to_string();
+        assert!(err.contains("variants[2].name: \"a\" is variants[0]'s name too"), "{err}");
+        let err = Scenario::parse(
+            "name = \"t\"\ntitle = \"t\"\n",
+            "t",
+            &["cluster.node_memory=\"1KiB\"".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cluster.node_memory: 1024 bytes is less than 64 MiB"), "{err}");
+        assert!(Scenario::parse(
+            "name = \"t\"\ntitle = \"t\"\n",
+            "t",
+            &["cluster.node_memory=\"64MiB\"".into()]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_replay_is_titled_by_its_trace_without_the_papers_numbers() {
+        let overrides = [
+            "workload.kind=\"trace\"".to_string(),
+            "workload.format=\"google-2011\"".into(),
+            "workload.paths=[\"x/task_events\"]".into(),
+        ];
+        let s = Scenario::load("default", &overrides).unwrap();
+        assert_eq!(s.title, "replay of the google-2011 trace x/task_events");
+        assert!(s.paper.is_empty() && s.paper_numbers.is_empty(), "{s:?}");
+        let plain = Scenario::load("default", &[]).unwrap();
+        assert_ne!(plain.title, s.title);
     }
 
     #[test]

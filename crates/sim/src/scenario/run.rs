@@ -7,11 +7,12 @@ use crate::calibration::Calibration;
 use crate::engine::{Engine, Progress, SimConfig, SimError};
 use crate::generate::Generator;
 use crate::killdelay::KillDelayDist;
-use crate::outcome::RunResult;
+use crate::outcome::{RunResult, TraceCounts};
 use crate::storage::StoreSpec;
 use crate::trace::{self, TraceFormat, TraceOptions};
 use crate::workload::TraceError;
 use overbook_core::Time;
+use std::time::Duration;
 
 /// Why a run could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,22 @@ pub enum RunError {
     Trace(#[from] TraceError),
     #[error(transparent)]
     Sim(#[from] SimError),
+    /// A trace replay that ran no task: nothing to report on.
+    #[error(
+        "the trace replay ran no task: {rows_read} rows read, {skipped} skipped as bad, \
+         {unmatched} unmatched, {after_horizon} tasks submitted after the horizon \
+         (sim.horizon = {horizon}{first}){hint}"
+    )]
+    EmptyReplay {
+        rows_read: u64,
+        skipped: u64,
+        unmatched: u64,
+        after_horizon: u64,
+        horizon: String,
+        /// Where the trace's first event is, as `; the trace begins at …`.
+        first: String,
+        hint: &'static str,
+    },
 }
 
 fn setting(key: &str, problem: impl ToString) -> RunError {
@@ -93,9 +110,47 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
             };
             let (stream, counter) = trace::open(format, &t.paths, &opts)?;
             let mut result = engine.run(&run.variant, stream, progress)?;
-            result.counters.skipped_rows = counter.bad_rows();
-            result.counters.late_rows = counter.late_rows();
-            result.counters.first_skipped_row = counter.first_bad_row();
+            let c = &mut result.counters;
+            c.skipped_rows = counter.bad_rows();
+            c.late_rows = counter.late_rows();
+            c.first_skipped_row = counter.first_bad_row();
+            c.trace = Some(TraceCounts {
+                rows_read: counter.rows_read(),
+                unmatched: counter.unmatched_rows(),
+                machines: counter.machines(),
+            });
+            if result.outcomes.is_empty() {
+                let c = &result.counters;
+                let horizon = Time::ZERO + spec.sim.horizon.0;
+                let late = c.first_event_at.is_some_and(|t| t > horizon);
+                let first = match c.first_event_at {
+                    Some(t) => format!(
+                        "; its first event is at {}",
+                        humantime::format_duration(Duration::from_secs(
+                            t.since(Time::ZERO).as_secs()
+                        ))
+                    ),
+                    None => String::new(),
+                };
+                let hint = if counter.rows_read() == 0 {
+                    "; the trace's files hold no rows"
+                } else if late || c.after_horizon > 0 {
+                    "; raise sim.horizon to reach them"
+                } else if c.skipped_rows > 0 {
+                    "; every task row was bad"
+                } else {
+                    ""
+                };
+                return Err(RunError::EmptyReplay {
+                    rows_read: counter.rows_read(),
+                    skipped: c.skipped_rows,
+                    unmatched: counter.unmatched_rows(),
+                    after_horizon: c.after_horizon,
+                    horizon: humantime::format_duration(spec.sim.horizon.0).to_string(),
+                    first,
+                    hint,
+                });
+            }
             Ok(result)
         }
     }

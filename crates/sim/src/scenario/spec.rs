@@ -145,6 +145,10 @@ pub struct RunSpec {
     pub sim: SimKnobs,
 }
 
+/// A node smaller than this holds no real task (the smallest containers
+/// overbook's agent runs take tens of MiB); less is a typo for a unit.
+pub const MIN_NODE_MEMORY: u64 = 64 << 20;
+
 impl RunSpec {
     /// When the run stops: the horizon for submissions plus the drain.
     pub fn end_time(&self) -> Time {
@@ -159,8 +163,11 @@ impl RunSpec {
         if raw.cluster.nodes == 0 {
             return Err("cluster.nodes: must be at least 1".into());
         }
-        if raw.cluster.node_memory.0 == 0 {
-            return Err("cluster.node_memory: must be more than 0".into());
+        if raw.cluster.node_memory.0 < MIN_NODE_MEMORY {
+            return Err(format!(
+                "cluster.node_memory: {} bytes is less than 64 MiB, the smallest node simulated",
+                raw.cluster.node_memory.0
+            ));
         }
         if raw.cluster.node_cores == 0 {
             return Err("cluster.node_cores: must be at least 1".into());

@@ -20,7 +20,10 @@
 //!   unknown, counted as unmatched), holding mem_avg over its run (only mean
 //!   and peak are recorded; the mean is what the other formats give), with
 //!   work end − start when it has an end (whatever its status: it held the
-//!   memory that long). A row with neither start nor end is skipped.
+//!   memory that long). One over by its status (Terminated, Failed,
+//!   Cancelled, Interrupted) with no usable end (0, missing, or before its
+//!   start) dies where it began (a `Death` at its start); one still running
+//!   runs on. A row with neither start nor end is skipped.
 //! * `container_meta` (8): container_id, machine_id, time_stamp, app_du,
 //!   status, cpu_request, cpu_limit, mem_size. A container (an online
 //!   service) is a **production** task (priority 9, Google's production
@@ -53,6 +56,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// batch_instance statuses of an instance that is over.
+const OVER: [&str; 4] = ["Terminated", "Failed", "Cancelled", "Interrupted"];
+
 const TABLES: [&str; 4] = ["batch_task", "batch_instance", "container_meta", "container_usage"];
 
 pub(crate) fn open(
@@ -70,13 +76,15 @@ pub(crate) fn open(
     }
     let flat_containers = found[3].is_empty();
     let parsers: [Parse; 4] = [parse_task, parse_instance, parse_meta, parse_usage];
+    // Where each table names its machine (batch_task names none).
+    let machines = [None, Some(7), Some(1), Some(1)];
     // Table order breaks ties: a task before its instances, a container's
     // meta before its usage.
     let tables = found
         .into_iter()
-        .zip(parsers)
+        .zip(parsers.into_iter().zip(machines))
         .filter(|(files, _)| !files.is_empty())
-        .map(|(files, parse)| table(files, opts, counter, parse))
+        .map(|(files, (parse, machine))| table(files, opts, counter, parse, machine))
         .collect();
     let replay = Alibaba {
         tasks: HashMap::new(),
@@ -112,6 +120,8 @@ struct Instance {
     task: u64,
     start: Time,
     end: Option<Time>,
+    /// Its status says it is over (terminated, failed, cancelled, interrupted).
+    over: bool,
     cpu_avg: Option<f64>,
     mem_avg: Option<Bytes>,
     mem_max: Option<Bytes>,
@@ -142,10 +152,21 @@ fn table(
     opts: &TraceOptions,
     counter: &Arc<BadRowCounter>,
     parse: Parse,
+    machine_column: Option<usize>,
 ) -> Table<Row> {
     let o = opts.clone();
+    let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        let machine = machine_column.and_then(|i| r.fields.get(i)).filter(|m| !m.is_empty());
+        if let Some(m) = machine {
+            let id = ids::hash("alibaba-machine", &[Part::Text(m)]);
+            if seen.insert(id) {
+                c.record_machine(id);
+            }
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)
@@ -197,6 +218,8 @@ fn parse_instance(r: &CsvRow, opts: &TraceOptions) -> Result<Option<Timed<Row>>,
     let job = name(r, 2, "job_name")?;
     let start = time(r, 5, "start_time", opts)?.unwrap_or(Time::ZERO);
     let end = time(r, 6, "end_time", opts)?.filter(|&e| e > Time::ZERO);
+    let status = r.at(4).string("status")?.unwrap_or_default();
+    let over = OVER.iter().any(|s| status.eq_ignore_ascii_case(s));
     let seq = r.at(8).u64("seq_no")?.unwrap_or(0);
     let cpu_avg = r.at(10).f64("cpu_avg")?.map(|c| c / 100.0);
     let mem_avg = mem(r, 12, "mem_avg", opts)?;
@@ -216,6 +239,7 @@ fn parse_instance(r: &CsvRow, opts: &TraceOptions) -> Result<Option<Timed<Row>>,
             task: task_of(&job, &task),
             start,
             end,
+            over,
             cpu_avg,
             mem_avg,
             mem_max,
@@ -371,8 +395,15 @@ impl Replay for Alibaba {
                 );
             }
             Row::Instance(i) => {
+                // Over, but with no end to run to: it dies where it began,
+                // rather than hold its memory to the end of the replay.
+                let dies = i.over && i.end.filter(|&e| e >= i.start).is_none();
+                let key = i.key;
                 let ev = self.instance(at, i);
                 out.push_back(ev);
+                if dies {
+                    out.push_back(WorkloadEvent::Death { task: key, at });
+                }
             }
             Row::Meta(m) => self.meta(at, m, out),
             Row::Usage(u) => match self.containers.get(&u.key) {
@@ -439,6 +470,41 @@ mod tests {
         assert_eq!(s.work, Some(Duration::from_secs(60)));
         assert_eq!(s.profile.peak(), 50);
         assert_eq!(c.unmatched_rows(), 0);
+    }
+
+    #[test]
+    fn an_instance_over_without_an_end_dies_where_it_began() {
+        let c = Arc::new(BadRowCounter::default());
+        let mut a = Alibaba {
+            tasks: HashMap::new(),
+            expiry: BinaryHeap::new(),
+            containers: HashMap::new(),
+            forget_after: Duration::from_secs(60),
+            flat_containers: true,
+            counter: c.clone(),
+        };
+        let mut out = VecDeque::new();
+        for line in [
+            "ins_1,M1,j_1,1,Failed,110,0,m_1,1,1,40,60,0.5,0.9",
+            "ins_2,M1,j_1,1,Terminated,120,100,m_1,1,1,40,60,0.5,0.9",
+            "ins_3,M1,j_1,1,Running,130,0,m_1,1,1,40,60,0.5,0.9",
+        ] {
+            let t = parse_instance(&row(line), &opts()).expect("row").expect("timed");
+            a.apply(t.at, t.row, &mut out);
+        }
+        let kinds: Vec<(&str, u64)> = out
+            .iter()
+            .map(|e| match e {
+                WorkloadEvent::Submit(s) => ("submit", s.submit.0 / 1_000_000),
+                WorkloadEvent::Death { at, .. } => ("death", at.0 / 1_000_000),
+                _ => ("other", 0),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [("submit", 110), ("death", 110), ("submit", 120), ("death", 120), ("submit", 130)],
+            "a running one with no end runs on"
+        );
     }
 
     #[test]

@@ -4,18 +4,19 @@
 //! sampled while it runs.
 //!
 //! Events:
-//! * the first SUBMIT of a task is a `Submit` (a resubmission after a death
-//!   is the same task, so nothing);
-//! * a usage sample starting at `s` is a `Usage` at offset `s` − the task's
-//!   first SCHEDULE (zero if it has none yet);
+//! * a SUBMIT of a task not alive is a `Submit` (the first, or a
+//!   resubmission after a death: a new attempt); a SUBMIT of a live task
+//!   (an update of a pending one) is nothing;
+//! * a usage sample starting at `s` is a `Usage` at offset `s` − the
+//!   attempt's first SCHEDULE (zero if it has none yet);
 //! * FINISH is a `Finish` whose work is the last run: FINISH − the last
 //!   SCHEDULE (zero if it never ran);
-//! * deaths and updates emit nothing: a task that never finishes in the
-//!   trace is left to the engine.
+//! * EVICT, FAIL, KILL and LOST are a `Death`: the attempt ends wherever it
+//!   is, its work lost;
+//! * updates emit nothing.
 //!
-//! State is kept only for live tasks: a finished task is forgotten at once,
-//! a dead one after `forget_after` without a new SCHEDULE or SUBMIT (its
-//! rows after that are unmatched; a SUBMIT is then a new `Submit`).
+//! State is kept only for live attempts: a finished or dead one is
+//! forgotten at once (its later rows, but a SUBMIT, are unmatched).
 
 use super::counter::BadRowCounter;
 use super::merge::Replay;
@@ -73,43 +74,19 @@ pub(crate) enum Row {
 struct Task {
     first_schedule: Option<Time>,
     last_schedule: Option<Time>,
-    /// When it died (replay time), while it has not run again.
-    dead_since: Option<Time>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Borg {
     tasks: HashMap<TaskKey, Task>,
-    /// Deaths in replay-time order, for forgetting.
-    deaths: VecDeque<(Time, TaskKey)>,
-    forget_after: Duration,
     /// No usage table: each task holds its request for its whole run.
     flat_profiles: bool,
     counter: Arc<BadRowCounter>,
 }
 
 impl Borg {
-    pub fn new(forget_after: Duration, flat_profiles: bool, counter: &Arc<BadRowCounter>) -> Borg {
-        Borg {
-            tasks: HashMap::new(),
-            deaths: VecDeque::new(),
-            forget_after,
-            flat_profiles,
-            counter: counter.clone(),
-        }
-    }
-
-    fn forget_dead(&mut self, now: Time) {
-        while let Some(&(died, key)) = self.deaths.front() {
-            if died + self.forget_after >= now {
-                break;
-            }
-            self.deaths.pop_front();
-            // Only if it is still that death: it may have run again since.
-            if self.tasks.get(&key).is_some_and(|t| t.dead_since == Some(died)) {
-                self.tasks.remove(&key);
-            }
-        }
+    pub fn new(flat_profiles: bool, counter: &Arc<BadRowCounter>) -> Borg {
+        Borg { tasks: HashMap::new(), flat_profiles, counter: counter.clone() }
     }
 
     fn event(&mut self, at: Time, ev: TaskEvent, out: &mut VecDeque<WorkloadEvent>) {
@@ -136,18 +113,12 @@ impl Borg {
                     pauses: Vec::new(),
                 }));
             }
-            Kind::Other => {}
+            Kind::Other | Kind::Submit(_) => {}
             _ if !known => self.counter.record_unmatched(),
-            Kind::Submit(_) => {
-                if let Some(t) = self.tasks.get_mut(&ev.key) {
-                    t.dead_since = None;
-                }
-            }
             Kind::Schedule => {
                 if let Some(t) = self.tasks.get_mut(&ev.key) {
                     t.first_schedule.get_or_insert(ev.time);
                     t.last_schedule = Some(ev.time);
-                    t.dead_since = None;
                 }
             }
             Kind::Finish => {
@@ -157,9 +128,8 @@ impl Borg {
                 }
             }
             Kind::Death => {
-                if let Some(t) = self.tasks.get_mut(&ev.key) {
-                    t.dead_since = Some(at);
-                    self.deaths.push_back((at, ev.key));
+                if self.tasks.remove(&ev.key).is_some() {
+                    out.push_back(WorkloadEvent::Death { task: ev.key, at });
                 }
             }
         }
@@ -179,7 +149,6 @@ impl Replay for Borg {
     type Row = Row;
 
     fn apply(&mut self, at: Time, row: Row, out: &mut VecDeque<WorkloadEvent>) {
-        self.forget_dead(at);
         match row {
             Row::Event(ev) => self.event(at, ev, out),
             Row::Usage(u) => self.usage(at, u, out),
@@ -203,9 +172,9 @@ mod tests {
         Row::Usage(Usage { start: Time::from_secs(t), key: TaskKey(1), mem: 7 })
     }
 
-    fn replay(rows: Vec<Row>, forget_after: u64) -> (Vec<WorkloadEvent>, Arc<BadRowCounter>) {
+    fn replay(rows: Vec<Row>) -> (Vec<WorkloadEvent>, Arc<BadRowCounter>) {
         let c = Arc::new(BadRowCounter::default());
-        let mut b = Borg::new(Duration::from_secs(forget_after), false, &c);
+        let mut b = Borg::new(false, &c);
         let mut out = VecDeque::new();
         for row in rows {
             let at = match &row {
@@ -218,48 +187,47 @@ mod tests {
     }
 
     #[test]
-    fn an_evicted_task_is_submitted_once_and_its_work_is_the_last_run() {
-        let (evs, c) = replay(
-            vec![
-                ev(0, submit()),
-                ev(10, Kind::Schedule),
-                usage(20),
-                ev(30, Kind::Death),
-                ev(31, submit()),
-                ev(40, Kind::Schedule),
-                usage(50),
-                ev(100, Kind::Finish),
-                usage(110),
-            ],
-            3600,
-        );
-        assert_eq!(evs.len(), 4, "{evs:?}");
-        assert!(matches!(evs[0], WorkloadEvent::Submit(_)));
+    fn a_death_ends_the_attempt_and_a_resubmission_is_a_new_one() {
+        let (evs, c) = replay(vec![
+            ev(0, submit()),
+            ev(10, Kind::Schedule),
+            usage(20),
+            ev(30, Kind::Death),
+            usage(30),
+            ev(31, submit()),
+            ev(40, Kind::Schedule),
+            usage(50),
+            ev(100, Kind::Finish),
+            usage(110),
+        ]);
+        assert_eq!(evs.len(), 6, "{evs:?}");
+        assert!(matches!(&evs[0], WorkloadEvent::Submit(s) if s.submit == Time::ZERO));
         assert!(
             matches!(evs[1], WorkloadEvent::Usage { offset, .. } if offset == Duration::from_secs(10))
         );
+        assert_eq!(evs[2], WorkloadEvent::Death { task: TaskKey(1), at: Time::from_secs(30) });
+        assert!(matches!(&evs[3], WorkloadEvent::Submit(s) if s.submit == Time::from_secs(31)));
         assert!(
-            matches!(evs[2], WorkloadEvent::Usage { offset, .. } if offset == Duration::from_secs(40))
+            matches!(evs[4], WorkloadEvent::Usage { offset, .. } if offset == Duration::from_secs(10)),
+            "offsets from the new attempt's schedule"
         );
         assert!(
-            matches!(evs[3], WorkloadEvent::Finish { work, .. } if work == Duration::from_secs(60))
+            matches!(evs[5], WorkloadEvent::Finish { work, .. } if work == Duration::from_secs(60))
         );
-        assert_eq!(c.unmatched_rows(), 1, "usage after the finish");
+        assert_eq!(c.unmatched_rows(), 2, "usage after the death and after the finish");
     }
 
     #[test]
-    fn a_task_dead_for_long_is_forgotten() {
-        let (evs, c) = replay(
-            vec![
-                ev(0, submit()),
-                ev(10, Kind::Schedule),
-                ev(20, Kind::Death),
-                usage(100),
-                ev(200, Kind::Schedule),
-            ],
-            60,
-        );
-        assert_eq!(evs.len(), 1, "{evs:?}");
-        assert_eq!(c.unmatched_rows(), 2, "the usage and schedule after forgetting");
+    fn a_pending_task_killed_dies_and_rows_after_are_unmatched() {
+        let (evs, c) = replay(vec![
+            ev(0, submit()),
+            ev(5, submit()),
+            ev(20, Kind::Death),
+            ev(25, Kind::Death),
+            ev(200, Kind::Schedule),
+        ]);
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        assert!(matches!(evs[1], WorkloadEvent::Death { .. }));
+        assert_eq!(c.unmatched_rows(), 2, "the second death and the schedule");
     }
 }

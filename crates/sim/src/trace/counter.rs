@@ -1,6 +1,7 @@
 //! What a trace reader skipped or bent, for the caller to report.
 
 use crate::workload::TraceError;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -11,7 +12,10 @@ pub struct BadRowCounter {
     bad: AtomicU64,
     late: AtomicU64,
     unmatched: AtomicU64,
+    read: AtomicU64,
     first_bad: Mutex<Option<String>>,
+    /// The machines the trace's rows name (hashed), as many as the cluster had.
+    machines: Mutex<HashSet<u64>>,
 }
 
 impl BadRowCounter {
@@ -33,6 +37,17 @@ impl BadRowCounter {
         self.unmatched.load(Ordering::Relaxed)
     }
 
+    /// Rows read from the trace's files, good or bad.
+    pub fn rows_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// The distinct machines the trace's tasks ran on, as its rows name
+    /// them (0 when the format names none).
+    pub fn machines(&self) -> u64 {
+        self.machines.lock().map_or(0, |m| m.len() as u64)
+    }
+
     /// The first skipped row's error, as an example for the report.
     pub fn first_bad_row(&self) -> Option<String> {
         self.first_bad.lock().ok().and_then(|g| g.clone())
@@ -49,6 +64,17 @@ impl BadRowCounter {
 
     pub(crate) fn record_late(&self) {
         self.late.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_read(&self) {
+        self.read.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A row names machine `id` (a number, or a name hashed by the caller).
+    pub(crate) fn record_machine(&self, id: u64) {
+        if let Ok(mut m) = self.machines.lock() {
+            m.insert(id);
+        }
     }
 
     pub(crate) fn record_unmatched(&self) {

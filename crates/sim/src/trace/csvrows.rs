@@ -236,6 +236,21 @@ impl Iterator for CsvTable {
                 Err(problem) => return Some(Err(bad(line, problem))),
             };
             if self.has_header && open.header.is_none() {
+                // Column names are never numbers: a first line with one is
+                // a row, and the file has no header to pick columns by.
+                if let Some(n) = fields.iter().find(|f| f.trim().parse::<f64>().is_ok()) {
+                    let e = TraceError::BadHeader {
+                        path: open.path.to_path_buf(),
+                        line,
+                        problem: format!(
+                            "expected a header row of column names (BigQuery's CSV export \
+                             starts with one: time, type, collection_id, …), found a row \
+                             ({n:?} is a number); export again with the header, or add it"
+                        ),
+                    };
+                    self.current = None;
+                    return Some(Err(e));
+                }
                 open.header = Some(Arc::new(Header::new(&fields)));
                 continue;
             }
@@ -296,6 +311,22 @@ mod tests {
         assert_eq!(row.named("time").u64("time"), Ok(Some(5)));
         assert_eq!(row.named("resource_request.memory").f64("m"), Ok(Some(0.25)));
         assert!(matches!(row.named("nope"), Field::Missing));
+    }
+
+    #[test]
+    fn a_file_without_its_header_is_refused_at_its_first_line() {
+        let rows = table(b"\n1300,0,42,3\n1400,1,42,3\n", true);
+        assert_eq!(rows.len(), 1, "nothing after it");
+        let err = rows.into_iter().next().expect("one").expect_err("no header");
+        assert!(matches!(err, TraceError::BadHeader { line: 2, .. }), "{err}");
+        assert!(err.to_string().contains("t.csv:2: expected a header row"), "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped() {
+        let rows = table(b"\xef\xbb\xbfa,2\n", false);
+        let row = rows.into_iter().next().expect("one row").expect("row");
+        assert_eq!(row.fields.get(0), Some("a"));
     }
 
     #[test]

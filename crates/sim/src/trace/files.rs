@@ -39,7 +39,27 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<TraceFile>, TraceError> {
             out.push(TraceFile { path: path.clone(), explicit: true });
         }
     }
+    refuse_twice(&out)?;
     Ok(out)
+}
+
+/// A file reached twice (named twice, or named and inside a directory also
+/// named) would replay its rows twice: refused.
+fn refuse_twice(files: &[TraceFile]) -> Result<(), TraceError> {
+    let mut seen: std::collections::HashMap<PathBuf, &Path> = std::collections::HashMap::new();
+    for f in files {
+        let real = fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone());
+        if let Some(first) = seen.insert(real, &f.path) {
+            return Err(TraceError::BadFile {
+                path: f.path.clone(),
+                problem: format!(
+                    "given twice (also as {}): its rows would be replayed twice",
+                    first.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn walk(dir: &Path, depth: usize, out: &mut Vec<TraceFile>) -> Result<(), TraceError> {
@@ -123,13 +143,22 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead + Send>, TraceError> {
             problem: "named .gz but is not gzip".into(),
         });
     }
-    if gzip {
+    let mut input: Box<dyn BufRead + Send> = if gzip {
         // Multi-member: concatenated gzip files are one valid gzip file.
-        Ok(Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(plain))))
+        Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(plain)))
     } else {
-        Ok(Box::new(plain))
+        Box::new(plain)
+    };
+    // A UTF-8 byte-order mark (spreadsheets write one) is not part of the
+    // first row: it would hide the first field.
+    let head = input.fill_buf().map_err(|source| io_err(path, source))?;
+    if head.starts_with(UTF8_BOM) {
+        input.consume(UTF8_BOM.len());
     }
+    Ok(input)
 }
+
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
 pub(crate) fn io_err(path: &Path, source: std::io::Error) -> TraceError {
     TraceError::Io { path: path.to_path_buf(), source }
@@ -162,6 +191,18 @@ mod tests {
                 PathBuf::from("t/task_usage/part-00001.csv.gz"),
             ]
         );
+    }
+
+    #[test]
+    fn a_file_given_twice_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("task_events.csv");
+        fs::write(&file, "x\n").expect("write");
+        let err = expand(&[file.clone(), file.clone()]).expect_err("twice");
+        assert!(err.to_string().contains("given twice"), "{err}");
+        let err = expand(&[dir.path().to_path_buf(), file.clone()]).expect_err("in its dir too");
+        assert!(err.to_string().contains("given twice"), "{err}");
+        assert_eq!(expand(std::slice::from_ref(&file)).expect("once").len(), 1);
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(opts.forget_after, flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter)))
 }
 
 type Parse = fn(&CsvRow, &TraceOptions) -> Result<Option<Timed<Row>>, String>;
@@ -78,8 +78,17 @@ fn table(
     parse: Parse,
 ) -> Table<Row> {
     let o = opts.clone();
+    let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        // Both tables name the machine in column 4 (empty while pending).
+        if let Ok(Some(machine)) = r.at(4).u64("machine ID") {
+            if seen.insert(machine) {
+                c.record_machine(machine);
+            }
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)

@@ -77,7 +77,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(opts.forget_after, flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter)))
 }
 
 /// A row of either export.
@@ -141,8 +141,16 @@ fn table(
         },
     );
     let o = opts.clone();
+    let c = counter.clone();
+    // The shared set is locked only for a machine new to this table.
+    let mut seen = std::collections::HashSet::new();
     let rows = parsed(raw, opts.skip_bad_rows, counter, move |r, out| {
         out.extend(parse(r, &o)?);
+        if let Ok(Some(machine)) = r.field("machine_id").u64("machine_id") {
+            if seen.insert(machine) {
+                c.record_machine(machine);
+            }
+        }
         Ok(())
     });
     reorder(rows, opts.reorder_window, counter)

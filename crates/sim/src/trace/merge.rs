@@ -52,7 +52,11 @@ where
         if let Some(row) = pending.pop_front() {
             return Some(Ok(row));
         }
-        let err = match raw.next()? {
+        let next = raw.next()?;
+        if matches!(next, Ok(_) | Err(TraceError::BadRow { .. })) {
+            counter.record_read();
+        }
+        let err = match next {
             Ok(r) => {
                 out.clear();
                 match parse(&r, &mut out) {

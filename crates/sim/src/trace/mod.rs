@@ -15,8 +15,16 @@
 //! # Streaming
 //!
 //! Files are read one row at a time; the only state kept is per task that is
-//! alive (submitted and not yet finished, or dead for less than
-//! [`TraceOptions::forget_after`]) plus the rows inside the reorder window.
+//! alive (submitted and not yet finished nor dead) plus the rows inside the
+//! reorder window.
+//!
+//! # Deaths
+//!
+//! A task the trace ends (Google EVICT, FAIL, KILL, LOST; an Alibaba
+//! instance over by status with no usable end) is a
+//! [`WorkloadEvent::Death`](crate::workload::WorkloadEvent::Death): the
+//! engine ends that attempt wherever it is and its work is lost; a later
+//! SUBMIT of the same task is a new attempt.
 //! The tables of a format are merged by time, so the events come out in
 //! non-decreasing time order.
 //!
@@ -135,9 +143,8 @@ pub struct TraceOptions {
     pub time_offset: Duration,
     /// How far back in time a row may go and still be put in its place.
     pub reorder_window: Duration,
-    /// How long a task that died (evicted, failed, killed, lost) is
-    /// remembered, so that its resubmission is not a new task; and how long a
-    /// finished Alibaba batch task's request is kept for its late instances.
+    /// How long a finished Alibaba batch task's request is kept for its
+    /// late instances.
     pub forget_after: Duration,
 }
 

@@ -1,0 +1,70 @@
+//! A trace replay says what it read and dropped: in its summary, in its
+//! note line, and as an error when it ran nothing.
+
+use overbook_sim::report::RunSummary;
+use overbook_sim::scenario::{execute, RunError, Scenario};
+use std::path::{Path, PathBuf};
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces").join(path)
+}
+
+fn scenario(format: &str, path: &Path, extra: &str) -> Scenario {
+    let text = format!(
+        "name = \"t\"\ntitle = \"t\"\n[base.cluster]\nnodes = 4\n{extra}\n[base.workload]\nkind = \"trace\"\n\
+         format = \"{format}\"\npaths = [{path:?}]\n[[variants]]\nname = \"a\"\n"
+    );
+    Scenario::parse(&text, "t", &[]).expect("scenario")
+}
+
+fn summary(s: &Scenario) -> RunSummary {
+    let run = &s.runs[0];
+    RunSummary::new(&execute(run, &mut ()).expect("runs"), 32)
+}
+
+#[test]
+fn a_replay_counts_rows_read_unmatched_deaths_and_machines() {
+    let s = summary(&scenario("google-2011", &fixture("google-2011/plain"), ""));
+    let t = s.trace.as_ref().expect("a trace replay's counts");
+    let rows = ["task_events", "task_usage"]
+        .iter()
+        .flat_map(|t| std::fs::read_dir(fixture("google-2011/plain").join(t)).expect("dir"))
+        .map(|f| std::fs::read_to_string(f.expect("entry").path()).expect("read").lines().count())
+        .sum::<usize>();
+    assert_eq!(t.rows_read, rows as u64);
+    assert_eq!((t.unmatched, t.after_horizon, t.trace_deaths), (0, 0, 2));
+    assert!(t.trace_machines > 0, "{t:?}");
+    let json = serde_json::to_value(&s).expect("json");
+    for key in ["rows_read", "unmatched", "after_horizon", "trace_deaths", "trace_machines"] {
+        assert!(json.get(key).is_some_and(|v| v.is_u64()), "summary.json lacks {key}: {json}");
+    }
+}
+
+#[test]
+fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two tasks submitted on the trace's second day: after the 6 h horizon.
+    let late = dir.path().join("task_events.csv");
+    std::fs::write(
+        &late,
+        "100000000000,,1,0,,0,u,2,10,0.5,0.25,0.01,0\n\
+         100000000000,,1,1,,0,u,2,10,0.5,0.25,0.01,0\n\
+         100001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
+    )
+    .expect("write");
+    let err = execute(&scenario("google-2011", &late, "").runs[0], &mut ()).expect_err("none ran");
+    assert!(matches!(err, RunError::EmptyReplay { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "the trace replay ran no task: 3 rows read, 0 skipped as bad, 0 unmatched, 0 tasks \
+         submitted after the horizon (sim.horizon = 6h; its first event is at 1day 3h 46m 40s); \
+         raise sim.horizon to reach them"
+    );
+
+    let empty = dir.path().join("empty/task_events.csv");
+    std::fs::create_dir_all(empty.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&empty, "").expect("write");
+    let err = execute(&scenario("google-2011", &empty, "").runs[0], &mut ()).expect_err("empty");
+    assert!(err.to_string().contains("0 rows read"), "{err}");
+    assert!(err.to_string().ends_with("the trace's files hold no rows"), "{err}");
+}
