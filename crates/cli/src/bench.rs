@@ -61,6 +61,14 @@ pub enum BenchCommand {
     /// p50/p99 against isolated, best-effort work against static, work
     /// lost, kills, suspensions, checkpoints, seconds production stalled.
     Colocation(ColocationArgs),
+    /// Issue 17's goals on a real control plane (root; `scripts/kube up`):
+    /// the bench plays the kubelet of a Node it registers, with N pods
+    /// bound to it (a few production, the rest best-effort requesting
+    /// overbook.io/batch-memory), and runs `overbook agent` on them, a
+    /// fresh one per repeat: its CPU and peak RSS, the offer on the Node
+    /// following a 128 MiB change of production's usage, and a
+    /// preemption's Event reaching the API server.
+    Kubernetes(KubernetesArgs),
     /// The worker `bench checkpoint` dumps and restores (internal).
     #[command(hide = true)]
     CheckpointWorker(CheckpointWorkerArgs),
@@ -268,6 +276,27 @@ pub struct KillLatencyArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct KubernetesArgs {
+    /// An admin's kubeconfig for the control plane (`scripts/kube up
+    /// DIR` writes DIR/kubeconfig).
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Pods bound to the node (the kubelet's default maximum: 110).
+    #[arg(long, default_value_t = 110)]
+    pods: usize,
+    /// Seconds of each repeat's CPU window (after a 5 s warm-up).
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Repeats, each with a fresh agent: two offer changes and two
+    /// preemptions each.
+    #[arg(long, default_value_t = 10)]
+    repeats: usize,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct OverheadArgs {
     /// Containers, each with one `sleep 3600`.
     #[arg(long, default_value_t = 200)]
@@ -293,6 +322,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Preemption(args) => preemption(args),
         BenchCommand::Checkpoint(args) => checkpoint(args),
         BenchCommand::Colocation(args) => colocation(args),
+        BenchCommand::Kubernetes(args) => kubernetes(args),
         BenchCommand::CheckpointWorker(args) => checkpoint_worker(args),
     }
 }
@@ -544,6 +574,143 @@ fn overhead_table(r: &OverheadReport) -> String {
         r.vm_lck_kib as f64 / 1024.0,
         r.threads
     );
+    out
+}
+
+fn kubernetes(args: KubernetesArgs) -> Result<()> {
+    use overbook_lab::bench::kubernetes::{self, KubePlan, Progress};
+    need_root("bench kubernetes")?;
+    if !(2..=1000).contains(&args.pods) {
+        anyhow::bail!("--pods must be from 2 to 1000, not {}", args.pods);
+    }
+    if args.repeats == 0 || args.repeats > 100 {
+        anyhow::bail!("--repeats must be from 1 to 100, not {}", args.repeats);
+    }
+    if args.seconds == 0 || args.seconds > 3600 {
+        anyhow::bail!("--seconds must be from 1 to 3600, not {}", args.seconds);
+    }
+    if !args.kubeconfig.is_file() {
+        anyhow::bail!(
+            "--kubeconfig {}: no such file (`scripts/kube up DIR` writes DIR/kubeconfig)",
+            args.kubeconfig.display()
+        );
+    }
+    let overbook = std::env::current_exe().context("finding the overbook binary")?;
+    let plan = KubePlan {
+        workload: WorkloadProgram { program: overbook.clone(), prefix: vec!["workload".into()] },
+        overbook,
+        kubeconfig: args.kubeconfig,
+        pods: args.pods,
+        seconds: args.seconds,
+        repeats: args.repeats,
+        warmup: Duration::from_secs(5),
+        hog: 128 * MIB,
+        capacity: 2048 * MIB,
+    };
+    let bar = indicatif::ProgressBar::new(plan.repeats as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} repeats")
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .progress_chars("=> "),
+    );
+    let mut progress = |p: Progress<'_>| match p {
+        Progress::Say(m) => {
+            if bar.is_hidden() {
+                eprintln!("{m}");
+            } else {
+                bar.println(m);
+            }
+        }
+        Progress::Repeat(n) => bar.set_position(n as u64),
+    };
+    let r = kubernetes::run(&plan, &mut progress).map_err(|e| anyhow::anyhow!("{e}"))?;
+    bar.finish_and_clear();
+    print!("{}", kubernetes_table(&r));
+    finish(args.out.as_deref(), &r)?;
+    Ok(())
+}
+
+fn kubernetes_table(r: &overbook_lab::bench::kubernetes::KubeReport) -> String {
+    use overbook_lab::bench::kubernetes::Stat;
+    let mut out = format!(
+        "overbook agent on Kubernetes node {} ({}; Linux {}, cgroup {}): {} pods ({} production, \
+         {} best-effort), {} MiB node, {} repeats, a fresh agent each; the API server read every \
+         {} ms (a latency is late by at most that)\n",
+        r.node_name,
+        r.kubernetes_version,
+        r.kernel,
+        r.cgroup_version,
+        r.pods,
+        r.production_pods,
+        r.best_effort_pods,
+        r.capacity_mib,
+        r.repeats,
+        r.poll_ms
+    );
+    let f = |v: Option<f64>| {
+        v.map_or("-".to_string(), |v| {
+            if v.abs() < 10.0 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.0}")
+            }
+        })
+    };
+    let ci = |s: &Stat| {
+        s.ci95.map_or("-".to_string(), |[a, b]| format!("[{}, {}]", f(Some(a)), f(Some(b))))
+    };
+    out += &format!(
+        "\n{:<48} {:>4} {:>8} {:>18} {:>8} {:>8} {:>8}  {}\n",
+        "WHAT", "N", "MEAN", "95% CI OF MEAN", "P50", "P99", "MAX", "GOAL"
+    );
+    let rows: [(&str, &Stat, Option<&str>); 9] = [
+        (
+            &format!("agent CPU, % of one core ({} s windows)", r.seconds_per_window),
+            &r.cpu_percent_of_core,
+            Some("≤ 1%"),
+        ),
+        ("agent peak RSS (VmHWM), MiB", &r.vm_hwm_mib, Some("≤ 30 MiB")),
+        ("offer follows production, ms (both ways)", &r.offer_follow_ms, Some("≤ 2000 ms")),
+        (
+            &format!("  production +{} MiB (hog started) → offer −100", r.hog_mib),
+            &r.offer_down_ms,
+            None,
+        ),
+        ("    (the same from the hog's ready)", &r.offer_down_from_ready_ms, None),
+        ("    (the hog's own start → ready)", &r.hog_ready_ms, None),
+        (
+            &format!("  production −{} MiB (hog killed) → offer +100", r.hog_mib),
+            &r.offer_up_ms,
+            None,
+        ),
+        ("preemption sent → its Event readable, ms", &r.event_ms, Some("≤ 1000 ms")),
+        ("  (preemption sent → the agent's answer, ms)", &r.preempt_reply_ms, None),
+    ];
+    for (what, s, goal) in rows {
+        let verdict = goal.map_or(String::new(), |g| {
+            let met = r.goals.iter().any(|x| x.goal == g && x.met);
+            format!("{g}: {}", if met { "met" } else { "NOT met" })
+        });
+        out += &format!(
+            "{:<48} {:>4} {:>8} {:>18} {:>8} {:>8} {:>8}  {}\n",
+            what,
+            s.n,
+            f(s.mean),
+            ci(s),
+            f(s.p50),
+            f(s.p99),
+            f(s.max),
+            verdict
+        );
+    }
+    let problems: Vec<String> = r
+        .runs
+        .iter()
+        .flat_map(|run| run.problems.iter().map(move |p| format!("repeat {}: {p}", run.repeat)))
+        .collect();
+    if !problems.is_empty() {
+        out += &format!("\nmissing samples:\n  {}\n", problems.join("\n  "));
+    }
     out
 }
 

@@ -1,5 +1,6 @@
 //! Benchmarks of the agent on this host's real kernel (`overbook bench
-//! kill-latency`, `overbook bench agent-overhead`).
+//! kill-latency`, `overbook bench agent-overhead`, `overbook bench
+//! kubernetes`, ...).
 //!
 //! Why here and not in tests: they report numbers (latency percentiles, CPU,
 //! memory) with the command that produced them, and are not pass/fail. Both
@@ -11,6 +12,7 @@ pub mod calibrate;
 pub mod checkpoint;
 pub mod colocation;
 pub mod kill_latency;
+pub mod kubernetes;
 pub mod overhead;
 pub mod preemption;
 pub mod reclaim;
@@ -205,6 +207,21 @@ impl BenchNode {
         Ok(path)
     }
 
+    /// Makes `path` (any depth under the node; its parent must exist),
+    /// with `limit` if any; one that exists already is taken as it is (a
+    /// group several containers share).
+    pub fn make(&mut self, path: &ContainerPath, limit: Option<u64>) -> Result<(), String> {
+        match self.cg.create(path, limit.map(Limit::Bytes)) {
+            Ok(Outcome::Done(())) => {
+                self.adopt(path.clone());
+                Ok(())
+            }
+            Err(overbook_linux::CgroupError::Exists { .. }) => Ok(()),
+            Ok(Outcome::Vanished) => Err("the node vanished".into()),
+            Err(e) => Err(format!("cannot make {path}: {e}")),
+        }
+    }
+
     /// Takes a container made by someone else (a test, an agent) under
     /// the node's teardown.
     pub fn adopt(&mut self, path: ContainerPath) {
@@ -240,7 +257,18 @@ impl BenchNode {
         args: &[String],
     ) -> Result<u32, String> {
         let path = self.container(name)?;
-        let child = command_in(&*self.cg, &path, program, args)
+        self.spawn_quiet_in(&path, program, args)
+    }
+
+    /// Starts `program args...` in an existing container at any depth,
+    /// output discarded; killed and reaped with the node.
+    pub fn spawn_quiet_in(
+        &mut self,
+        path: &ContainerPath,
+        program: &str,
+        args: &[String],
+    ) -> Result<u32, String> {
+        let child = command_in(&*self.cg, path, program, args)
             .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -262,9 +290,20 @@ impl BenchNode {
         args: &[String],
     ) -> Result<Worker, String> {
         let path = self.container(name)?;
+        self.worker_in(w, &path, args)
+    }
+
+    /// Starts the workload with `args` in an existing container at any
+    /// depth (see [`BenchNode::worker`]).
+    pub fn worker_in(
+        &self,
+        w: &WorkloadProgram,
+        path: &ContainerPath,
+        args: &[String],
+    ) -> Result<Worker, String> {
         let mut all = w.prefix.clone();
         all.extend(args.iter().cloned());
-        let mut child = command_in(&*self.cg, &path, &w.program, &all)
+        let mut child = command_in(&*self.cg, path, &w.program, &all)
             .map_err(|e| e.to_string())?
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,0 +1,179 @@
+//! `overbook bench kubernetes` end to end through the binary, small, on a
+//! real control plane (`scripts/kube up`): 10 pods, 3 s CPU windows, two
+//! repeats. Checks that every metric of issue 17's goals is in its report
+//! with sane values, and that the Node and pods are gone after; not how
+//! fast (the goals are the benchmark's to report, not asserted here).
+//!
+//! Ignored by a plain `cargo test`: the control plane is built once per
+//! machine by `scripts/kube build`; `scripts/test-all` builds it and runs
+//! this with `--ignored`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// A control plane up in `dir`, brought down on drop (a failed assertion too).
+struct ControlPlane {
+    dir: PathBuf,
+}
+
+impl ControlPlane {
+    fn up(dir: PathBuf) -> ControlPlane {
+        let out = Command::new(script()).arg("up").arg(&dir).output().expect("runs scripts/kube");
+        let plane = ControlPlane { dir };
+        assert!(out.status.success(), "scripts/kube up: {}", text(&out));
+        plane
+    }
+
+    fn env(&self, key: &str) -> String {
+        let env = std::fs::read_to_string(self.dir.join("env")).expect("its env file");
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} in {env}"))
+            .to_string()
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = Command::new(self.env("KUBECTL"))
+            .arg("--kubeconfig")
+            .arg(self.env("KUBECONFIG"))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .output()
+            .expect("runs kubectl");
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("down").arg(&self.dir).output();
+    }
+}
+
+/// The child's output, or a failure after `within` (the child killed).
+fn output_within(mut cmd: Command, within: Duration) -> Output {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawns");
+    // Drained on threads of their own: a full pipe must not stall the child.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
+        v
+    });
+    let until = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break Some(status);
+        }
+        if Instant::now() >= until {
+            // SIGTERM first: its guards remove what it made.
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let grace = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < grace && child.try_wait().ok().flatten().is_none() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let Some(status) = status else {
+        panic!(
+            "not done within {within:?}, killed:\n{}\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    Output { status, stdout, stderr }
+}
+
+fn stat(report: &serde_json::Value, key: &str) -> (u64, f64, f64) {
+    let s = &report[key];
+    let n = s["n"].as_u64().unwrap_or(0);
+    let min = s["min"].as_f64().unwrap_or(f64::NAN);
+    let max = s["max"].as_f64().unwrap_or(f64::NAN);
+    (n, min, max)
+}
+
+#[test]
+#[ignore = "needs the control plane built by `scripts/kube build`: run by scripts/test-all"]
+fn bench_kubernetes_reports_every_goal_s_metric_and_leaves_nothing() {
+    if !common::may_run_on_a_real_node("bench kubernetes") {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let plane = ControlPlane::up(scratch.path().join("plane"));
+    let json = scratch.path().join("kube.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_overbook"));
+    cmd.args(["bench", "kubernetes", "--kubeconfig"])
+        .arg(plane.env("KUBECONFIG"))
+        .args(["--pods", "10", "--seconds", "3", "--repeats", "2", "--out"])
+        .arg(&json);
+    let out = output_within(cmd, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stderr}\n{stdout}");
+    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
+    for needle in [
+        "agent CPU, % of one core",
+        "agent peak RSS (VmHWM), MiB",
+        "offer follows production",
+        "preemption sent → its Event readable",
+        "everything the benchmark made has been removed",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+    }
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("valid JSON");
+    assert_eq!(report["pods"], 10);
+    assert_eq!(report["runs"].as_array().map(Vec::len), Some(2), "{report}");
+    let (n, min, max) = stat(&report, "cpu_percent_of_core");
+    assert!(n == 2 && min >= 0.0 && max < 100.0, "CPU: {}", report["cpu_percent_of_core"]);
+    let (n, min, max) = stat(&report, "vm_hwm_mib");
+    assert!(n == 2 && min > 1.0 && max < 1024.0, "VmHWM: {}", report["vm_hwm_mib"]);
+    // Two offer cycles (down and up) and two preemptions per repeat.
+    let (n, min, max) = stat(&report, "offer_follow_ms");
+    assert!(n == 8 && min >= 0.0 && max < 30_000.0, "offer: {}", report["offer_follow_ms"]);
+    let (n, min, max) = stat(&report, "event_ms");
+    assert!(n == 4 && min > 0.0 && max < 30_000.0, "Event: {}", report["event_ms"]);
+    let goals = report["goals"].as_array().expect("goals");
+    assert_eq!(goals.len(), 4, "{report}");
+    for run in report["runs"].as_array().expect("runs") {
+        assert_eq!(run["problems"].as_array().map(Vec::len), Some(0), "{run}");
+    }
+
+    // Nothing left: not the Node, not a pod, not a cgroup.
+    let node = report["node_name"].as_str().expect("named");
+    let nodes = plane.kubectl(&["get", "nodes", "-o", "name"]);
+    assert!(!nodes.contains(node), "{node} left: {nodes}");
+    let pods = plane.kubectl(&["get", "pods", "-A", "-o", "name"]);
+    assert!(!pods.contains("obb-"), "pods left: {pods}");
+    let left = Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "2", "-type", "d", "-name", "overbook-bench-kube-*"])
+        .output()
+        .expect("runs find");
+    assert!(left.stdout.is_empty(), "cgroups left: {}", text(&left));
+}
