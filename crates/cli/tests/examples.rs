@@ -728,7 +728,9 @@ fn dry_run_sim(words: &[String]) -> Option<Result<(), String>> {
         return None;
     }
     let mut dry = words.to_vec();
-    dry.push("--dry-run".into());
+    if !dry.iter().any(|w| w == "--dry-run") {
+        dry.push("--dry-run".into());
+    }
     Some(run_example(&dry))
 }
 
