@@ -418,7 +418,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 || !self.suspended.is_empty()
                 || !self.durable.restoring.is_empty(),
             near_headroom: self.nearing_headroom(),
-            usage_moved: self.offer_usage_moved(),
+            usage_moved: self.offer_usage_moved(now),
         };
         Ok(self.cadence.look_due(now, self.last_full, self.wake_at, seen))
     }
@@ -428,9 +428,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     fn nearing_headroom(&self) -> bool {
         let Some(headroom) = self.watched_headroom else { return false };
         let capacity = self.sample.node.capacity;
-        match self.view.cgroups().counters(self.view.root()) {
-            Ok(Outcome::Done(root)) if capacity > 0 => {
-                (capacity.saturating_sub(root.usage) as f64) < 2.0 * headroom * capacity as f64
+        match self.view.cgroups().usage(self.view.root()) {
+            Ok(Outcome::Done(usage)) if capacity > 0 => {
+                (capacity.saturating_sub(usage) as f64) < 2.0 * headroom * capacity as f64
             }
             _ => true,
         }

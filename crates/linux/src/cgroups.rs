@@ -41,6 +41,16 @@ pub trait ContainerCgroups {
     /// Usage, faults, refaults, swap and (v2) pressure of a container.
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError>;
 
+    /// A container's memory usage alone: one small file where the kernel
+    /// has it, for what is looked at every tick (the counters read
+    /// `memory.stat` too, which costs the kernel a walk of the subtree).
+    fn usage(&self, container: &ContainerPath) -> Result<Outcome<u64>, CgroupError> {
+        Ok(match self.counters(container)? {
+            Outcome::Done(c) => Outcome::Done(c.usage),
+            Outcome::Vanished => Outcome::Vanished,
+        })
+    }
+
     /// The processes in a container and in every cgroup below it.
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError>;
 

@@ -68,6 +68,9 @@ impl<T: ContainerCgroups + ?Sized> ContainerCgroups for Box<T> {
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
         (**self).counters(container)
     }
+    fn usage(&self, container: &ContainerPath) -> Result<Outcome<u64>, CgroupError> {
+        (**self).usage(container)
+    }
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
         (**self).members(container)
     }

@@ -148,6 +148,15 @@ impl ContainerCgroups for V1Cgroups {
         }))
     }
 
+    fn usage(&self, container: &ContainerPath) -> Result<Outcome<u64>, CgroupError> {
+        let file = self.memory_dir(container).join("memory.usage_in_bytes");
+        let usage = done_or_return!(fsio::read_parsed(&file, |t| ByteCount::parse(
+            "memory.usage_in_bytes",
+            t
+        ))?);
+        Ok(Outcome::Done(usage.0))
+    }
+
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
         fsio::read_procs_tree(&self.memory_dir(container))
     }

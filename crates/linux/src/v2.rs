@@ -144,6 +144,13 @@ impl ContainerCgroups for V2Cgroups {
         }))
     }
 
+    fn usage(&self, container: &ContainerPath) -> Result<Outcome<u64>, CgroupError> {
+        let file = self.dir(container).join("memory.current");
+        let usage =
+            done_or_return!(fsio::read_parsed(&file, |t| ByteCount::parse("memory.current", t))?);
+        Ok(Outcome::Done(usage.0))
+    }
+
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
         fsio::read_procs_tree(&self.dir(container))
     }

@@ -40,7 +40,16 @@ pub(super) struct Pods {
     next_write: u64,
     /// Pod writes sent and not yet done, by id.
     pending: BTreeSet<u64>,
+    /// When the node's memory was last looked at for the offer between
+    /// full samples.
+    moved_checked: Option<Time>,
 }
+
+/// How often the node's memory is looked at for the offer between full
+/// samples: two reads (the node cgroup's counters, meminfo) at every 100 ms
+/// tick would cost more than the rest of a calm node's loop, and half a
+/// second keeps the offer within the 2 s it must follow a change in.
+const MOVED_CHECK: Duration = Duration::from_millis(500);
 
 impl Pods {
     pub fn start(k: &KubernetesConfig) -> Result<Pods, String> {
@@ -52,6 +61,7 @@ impl Pods {
             trouble: None,
             offer: k.offer.then_some((k.offer_step, k.offer_period)),
             publisher: None,
+            moved_checked: None,
             evict: k.evict,
             next_write: 1,
             pending: BTreeSet::new(),
@@ -199,8 +209,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// Whether the node's available memory moved by half the offer's step
     /// since the last full sample (two small reads): the offer is then
     /// looked at now, not at the end of the calm period.
-    pub(super) fn offer_usage_moved(&self) -> bool {
-        let Some(pods) = &self.pods else { return false };
+    pub(super) fn offer_usage_moved(&mut self, now: Time) -> bool {
+        let Some(pods) = &mut self.pods else { return false };
+        if pods.moved_checked.is_some_and(|t| now.since(t) < MOVED_CHECK) {
+            return false;
+        }
+        pods.moved_checked = Some(now);
         let node = &self.sample.node;
         let Some(step) = pods.step(node.capacity).filter(|_| node.capacity > 0) else {
             return false;

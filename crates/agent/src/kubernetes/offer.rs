@@ -65,6 +65,10 @@ pub struct Publisher {
     /// Since when the value has differed (by less than a step) from the
     /// value told.
     differs_since: Option<Time>,
+    /// The last value told was a step: a change that arrives over several
+    /// samples (memory grows while a process allocates) has its rest told
+    /// after MIN_INTERVAL, not after the period.
+    settling: bool,
 }
 
 /// The shortest time between two told values, but for a drop to zero.
@@ -79,6 +83,7 @@ impl Publisher {
             told: None,
             told_at: None,
             differs_since: None,
+            settling: false,
         }
     }
 
@@ -106,6 +111,15 @@ impl Publisher {
                 return None;
             }
             let why = format!("changed by {} MiB (step {} MiB)", mib.abs_diff(was), self.step_mib);
+            let told = self.tell(now, mib, &why);
+            self.settling = true;
+            return Some(told);
+        }
+        if self.settling && since_told < self.period {
+            if since_told < MIN_INTERVAL {
+                return None;
+            }
+            let why = format!("the rest of a change, by {} MiB", mib.abs_diff(was));
             return Some(self.tell(now, mib, &why));
         }
         let since = *self.differs_since.get_or_insert(now);
@@ -124,6 +138,7 @@ impl Publisher {
         let was_mib = self.told.replace(mib);
         self.told_at = Some(now);
         self.differs_since = None;
+        self.settling = false;
         Told { mib, was_mib, why: why.to_string() }
     }
 }
@@ -213,19 +228,24 @@ mod tests {
         assert_eq!(p.offer(at(t0, 500), 800 * MIB), None);
         let big = p.offer(at(t0, 1000), 800 * MIB).expect("a step, after a second");
         assert_eq!((big.mib, big.was_mib), (800, Some(1000)));
+        // The rest of that change, arriving over the next samples, is told
+        // a second after it, not after the period.
+        assert_eq!(p.offer(at(t0, 1500), 780 * MIB), None);
+        let rest = p.offer(at(t0, 2000), 780 * MIB).expect("the rest, after a second");
+        assert_eq!((rest.mib, rest.was_mib), (780, Some(800)));
         // A small change waits the period, from when it began.
-        assert_eq!(p.offer(at(t0, 2000), 790 * MIB), None);
-        assert_eq!(p.offer(at(t0, 11_000), 795 * MIB), None);
-        let small = p.offer(at(t0, 12_000), 795 * MIB).expect("after the period");
-        assert_eq!((small.mib, small.was_mib), (795, Some(800)));
+        assert_eq!(p.offer(at(t0, 13_000), 770 * MIB), None);
+        assert_eq!(p.offer(at(t0, 22_000), 775 * MIB), None);
+        let small = p.offer(at(t0, 23_000), 775 * MIB).expect("after the period");
+        assert_eq!((small.mib, small.was_mib), (775, Some(780)));
+        assert_eq!(p.offer(at(t0, 24_100), 770 * MIB), None, "not the rest of a step");
         // A blip that ends before the period is never told.
-        assert_eq!(p.offer(at(t0, 13_000), 790 * MIB), None);
-        assert_eq!(p.offer(at(t0, 14_000), 795 * MIB), None);
-        assert_eq!(p.offer(at(t0, 30_000), 790 * MIB), None, "its period began anew");
+        assert_eq!(p.offer(at(t0, 25_000), 775 * MIB), None);
+        assert_eq!(p.offer(at(t0, 41_000), 770 * MIB), None, "its period began anew");
         // Zero at once, even within the second.
-        let zero = p.offer(at(t0, 30_100), 0).expect("zero at once");
-        assert_eq!((zero.mib, zero.was_mib), (0, Some(795)));
-        assert_eq!(p.offer(at(t0, 30_200), MIB / 2), None, "still zero in whole MiB");
+        let zero = p.offer(at(t0, 41_100), 0).expect("zero at once");
+        assert_eq!((zero.mib, zero.was_mib), (0, Some(775)));
+        assert_eq!(p.offer(at(t0, 41_200), MIB / 2), None, "still zero in whole MiB");
         assert_eq!(p.told(), Some(0));
     }
 

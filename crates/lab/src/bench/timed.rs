@@ -38,6 +38,9 @@ impl<C: ContainerCgroups> ContainerCgroups for Timed<C> {
     fn counters(&self, container: &ContainerPath) -> Result<Outcome<MemoryCounters>, CgroupError> {
         self.inner.counters(container)
     }
+    fn usage(&self, container: &ContainerPath) -> Result<Outcome<u64>, CgroupError> {
+        self.inner.usage(container)
+    }
     fn members(&self, container: &ContainerPath) -> Result<Outcome<CgroupProcs>, CgroupError> {
         self.inner.members(container)
     }
