@@ -33,7 +33,10 @@ pub struct SimArgs {
     /// (google-2011, google-2019, alibaba-2018, charon-sls).
     #[arg(long, requires = "trace")]
     trace_format: Option<String>,
-    /// Files or directories of the trace (with --trace-format).
+    /// Files or directories of the trace (with --trace-format), in any
+    /// order: each table is sorted by time before the replay, in memory up
+    /// to `workload.sort_memory` (512 MiB), beyond it through temporary
+    /// files in `workload.spill_dir` (removed after).
     #[arg(long, num_args = 1.., requires = "trace_format")]
     trace: Vec<PathBuf>,
     /// Skip and count trace rows that cannot be read, instead of stopping at the first.
@@ -373,6 +376,16 @@ impl Progress for Bar {
             now.as_secs_f64() / 3600.0,
             events as f64 / 1e6
         ));
+    }
+
+    fn sort_hook(&self) -> Option<overbook_sim::trace::SortHook> {
+        let bar = self.0.clone();
+        Some(Box::new(move |rows, runs| {
+            bar.set_message(format!(
+                "sorting the trace by time: {:.1} M rows read, {runs} runs written",
+                rows as f64 / 1e6
+            ));
+        }))
     }
 }
 

@@ -8,6 +8,9 @@ use overbook_core::{Bytes, Class, JobId, Time};
 use overbook_sim::trace::{self, BadRowCounter, TraceFormat, TraceOptions};
 use overbook_sim::workload::{TaskKey, TaskSpec, TraceError, WorkloadEvent};
 use proptest::prelude::*;
+
+mod shuffle;
+use shuffle::shuffled_copy;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -374,12 +377,11 @@ fn files_of_no_table_and_formats_without_their_tables_are_refused() {
 }
 
 #[test]
-fn rows_out_of_time_order_are_put_in_place_or_counted_late() {
+fn rows_out_of_time_order_are_sorted_by_time() {
     let dir = tempfile::tempdir().expect("tempdir");
     let events = dir.path().join("task_events.csv");
-    // Task 1 at 100 s, task 3 at 90 s (10 s back: in the 60 s window), task
-    // 2 at 200 s, then task 4 at 10 s, after 100 s has been replayed: it
-    // is replayed at 100 s.
+    // Task 1 at 100 s, task 3 at 90 s, task 2 at 200 s, then task 4 at
+    // 10 s, far back: all in their place, none late.
     let rows = [(100, 1), (90, 3), (200, 2), (10, 4)]
         .iter()
         .map(|(t, i)| format!("{},,7,{i},,0,u,0,0,0.1,0.1,0,0\n", t * 1_000_000))
@@ -387,8 +389,82 @@ fn rows_out_of_time_order_are_put_in_place_or_counted_late() {
     std::fs::write(&events, rows).expect("write");
     let (evs, counter) = read(TraceFormat::Google2011, &[events], &opts());
     let times: Vec<u64> = evs.iter().map(|e| e.at().as_micros() / 1_000_000).collect();
-    assert_eq!(times, [90, 100, 100, 200]);
-    assert_eq!(counter.late_rows(), 1);
+    assert_eq!(times, [10, 90, 100, 200]);
+    assert_eq!((counter.late_rows(), counter.rows_read()), (0, 4));
+}
+
+/// The events of a trace, as text to compare.
+fn events_text(format: TraceFormat, paths: &[PathBuf], opts: &TraceOptions) -> Vec<String> {
+    let (evs, _) = read(format, paths, opts);
+    evs.iter().map(|e| format!("{e:?}")).collect()
+}
+
+/// The same events, or the first that differs.
+fn same(got: &[String], want: &[String], what: &str) {
+    if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+        panic!("{what}: event {i} differs:\n got {}\nwant {}", got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: events");
+}
+
+#[test]
+fn shuffled_rows_and_parts_replay_as_the_ordered_fixture() {
+    for (format, rel) in [
+        (TraceFormat::Google2011, "google-2011/plain"),
+        (TraceFormat::Google2019, "google-2019/csv"),
+        (TraceFormat::Google2019, "google-2019/json"),
+        (TraceFormat::Alibaba2018, "alibaba-2018"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let from = fixture(rel);
+        let from = if rel == "alibaba-2018" {
+            // Only the tables, not the broken ones beside them.
+            let tables = dir.path().join("src");
+            std::fs::create_dir(&tables).expect("mkdir");
+            for t in ["batch_task", "batch_instance", "container_meta", "container_usage"] {
+                std::fs::copy(from.join(format!("{t}.csv")), tables.join(format!("{t}.csv")))
+                    .expect("copy");
+            }
+            tables
+        } else {
+            from
+        };
+        let ordered = events_text(format, std::slice::from_ref(&from), &opts());
+        let to = dir.path().join("shuffled");
+        std::fs::create_dir(&to).expect("mkdir");
+        shuffled_copy(&from, &to, 3);
+        let got = events_text(format, std::slice::from_ref(&to), &opts());
+        same(&got, &ordered, &format!("{rel}: shuffled rows"));
+        // A budget of a few rows: sorted runs spilled and merged.
+        let spill = tempfile::tempdir().expect("spill dir");
+        let small = TraceOptions {
+            sort_memory: 600,
+            spill_dir: Some(spill.path().to_path_buf()),
+            ..opts()
+        };
+        let (stream, counter) = trace::open(format, &[to], &small).expect("opens");
+        let evs = stream.collect::<Result<Vec<_>, _>>().expect("reads");
+        let got: Vec<String> = evs.iter().map(|e| format!("{e:?}")).collect();
+        assert!(counter.spilled_runs() > 2, "{rel}: the small budget spills ({counter:?})");
+        same(&got, &ordered, &format!("{rel}: a sort through files"));
+        let left: Vec<_> = std::fs::read_dir(spill.path()).expect("dir").collect();
+        assert!(left.is_empty(), "{rel}: temporary files left: {left:?}");
+    }
+}
+
+#[test]
+fn ordered_tables_over_the_budget_stream_without_spilling() {
+    let spill = tempfile::tempdir().expect("spill dir");
+    let small =
+        TraceOptions { sort_memory: 600, spill_dir: Some(spill.path().to_path_buf()), ..opts() };
+    let paths = [fixture("google-2011/plain")];
+    let (evs, counter) = read(TraceFormat::Google2011, &paths, &small);
+    let (ordered, plain) = read(TraceFormat::Google2011, &paths, &opts());
+    assert_eq!(format!("{evs:?}"), format!("{ordered:?}"));
+    assert_eq!(counter.spilled_runs(), 0);
+    assert_eq!(counter.rows_read(), plain.rows_read(), "rows counted once");
+    assert_eq!(counter.machines(), plain.machines());
+    assert_eq!(std::fs::read_dir(spill.path()).expect("dir").count(), 0);
 }
 
 // ---------------------------------------------------------------- garbage in
