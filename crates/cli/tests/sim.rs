@@ -92,24 +92,23 @@ fn every_trace_format_replays_its_fixture() {
         ("google-2011", "google-2011/plain"),
         ("google-2011", "google-2011/gz"),
         ("google-2019", "google-2019/csv"),
-        ("alibaba-2018", "alibaba-2018"),
+        // Its tables, not the broken ones beside them: every row of a table
+        // is read to sort it, so a broken row past the horizon fails too.
+        ("alibaba-2018", "alibaba-2018/batch_task.csv alibaba-2018/batch_instance.csv alibaba-2018/container_meta.csv alibaba-2018/container_usage.csv"),
         ("charon-sls", "charon-sls/lines"),
     ];
-    for (format, path) in cases {
+    for (format, paths) in cases {
         let dir = tempfile::tempdir().expect("temp dir");
-        let trace = fixtures().join(path);
-        let o = overbook(&[
-            "sim",
-            "--small",
-            "--no-progress",
-            "--no-plots",
-            "--trace-format",
-            format,
-            "--trace",
-            trace.to_str().expect("utf-8"),
-            "--out",
-            dir.path().to_str().expect("utf-8"),
-        ]);
+        let traces: Vec<String> = paths
+            .split(' ')
+            .map(|p| fixtures().join(p).to_str().expect("utf-8").to_string())
+            .collect();
+        let mut args =
+            vec!["sim", "--small", "--no-progress", "--no-plots", "--trace-format", format];
+        args.push("--trace");
+        args.extend(traces.iter().map(String::as_str));
+        args.extend(["--out", dir.path().to_str().expect("utf-8")]);
+        let o = overbook(&args);
         let (stdout, stderr) = text(&o);
         assert!(o.status.success(), "{format}: stdout:\n{stdout}\nstderr:\n{stderr}");
     }
