@@ -263,3 +263,44 @@ fn a_replay_is_titled_by_its_trace_and_says_what_it_read_and_dropped() {
     let summary = std::fs::read_to_string(dir.path().join("summary.json")).expect("summary");
     assert!(summary.contains("\"trace_machines\"") && summary.contains("\"rows_read\""));
 }
+
+#[test]
+fn a_trace_window_runs_and_bad_windows_name_their_flag() {
+    let trace = fixtures().join("google-2011/plain");
+    let trace = trace.to_str().expect("utf-8");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8");
+    let run = |window: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--no-progress",
+            "--no-plots",
+            "--set",
+            "cluster.nodes=10",
+            "--trace-format",
+            "google-2011",
+            "--trace",
+            trace,
+            "--out",
+            out,
+        ];
+        args.extend(window);
+        let o = overbook(&args);
+        let (stdout, stderr) = text(&o);
+        (o.status.success(), stdout, stderr)
+    };
+    let (ok, stdout, stderr) = run(&["--from", "10m", "--for", "20m"]);
+    assert!(ok, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (ok, _, stderr) = run(&["--for", "0s"]);
+    assert!(!ok && stderr.contains("--for") && stderr.contains("longer than zero"), "{stderr}");
+    let (ok, _, stderr) = run(&["--from=-2h"]);
+    assert!(!ok && stderr.contains("--from"), "{stderr}");
+    let (ok, _, stderr) = run(&["--from", "30d"]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            "workload.from (--from) 30days: the window starts after the trace's last row"
+        ),
+        "{stderr}"
+    );
+}

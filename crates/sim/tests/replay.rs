@@ -45,20 +45,22 @@ fn a_replay_counts_rows_read_unmatched_deaths_and_machines() {
 #[test]
 fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Two tasks submitted on the trace's second day: after the 6 h horizon.
+    // The trace's first row finishes a task it never submitted; two tasks
+    // come a day later: after the 6 h horizon from the first row.
     let late = dir.path().join("task_events.csv");
     std::fs::write(
         &late,
-        "100000000000,,1,0,,0,u,2,10,0.5,0.25,0.01,0\n\
-         100000000000,,1,1,,0,u,2,10,0.5,0.25,0.01,0\n\
-         100001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
+        "100000000000,,9,9,,4,u,2,10,0.5,0.25,0.01,0\n\
+         200000000000,,1,0,,0,u,2,10,0.5,0.25,0.01,0\n\
+         200000000000,,1,1,,0,u,2,10,0.5,0.25,0.01,0\n\
+         200001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
     )
     .expect("write");
     let err = execute(&scenario("google-2011", &late, "").runs[0], &mut ()).expect_err("none ran");
     assert!(matches!(err, RunError::EmptyReplay { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "the trace replay ran no task: 3 rows read, 0 skipped as bad, 0 unmatched, 0 tasks \
+        "the trace replay ran no task: 4 rows read, 0 skipped as bad, 1 unmatched, 0 tasks \
          submitted after the horizon (sim.horizon = 6h; its first event is at 1day 3h 46m 40s); \
          raise sim.horizon to reach them"
     );

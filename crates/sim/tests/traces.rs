@@ -757,3 +757,117 @@ fn a_bigquery_csv_without_its_header_is_refused_at_line_1_even_when_skipping() {
         assert!(err.to_string().starts_with(&want), "{err}");
     }
 }
+
+// ---------------------------------------------------------------- windows
+
+/// A google-2011 trace of four tasks (times in seconds), first row at 100 s:
+/// A runs 110..1000 with usage at 110 and 400; B runs 110..200; C waits
+/// from 250 and runs 600..700; D comes at 2000.
+fn four_tasks(dir: &Path) -> Vec<PathBuf> {
+    let ev = |t: u64, i: u64, kind: u64| {
+        format!("{},,7,{i},5,{kind},u,0,0,0.1,0.1,0,0\n", t * 1_000_000)
+    };
+    let events: String = [
+        (100, 0, 0),
+        (100, 1, 0),
+        (110, 0, 1),
+        (110, 1, 1),
+        (200, 1, 4),
+        (250, 2, 0),
+        (600, 2, 1),
+        (700, 2, 4),
+        (1000, 0, 4),
+        (2000, 3, 0),
+    ]
+    .iter()
+    .map(|&(t, i, k)| ev(t, i, k))
+    .collect();
+    let usage = |s: u64, mem: f64| {
+        format!(
+            "{},{},7,0,5,0.1,{mem},0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+            s * 1_000_000,
+            (s + 290) * 1_000_000
+        )
+    };
+    let paths = vec![dir.join("task_events.csv"), dir.join("task_usage.csv")];
+    std::fs::write(&paths[0], events).expect("write");
+    std::fs::write(&paths[1], usage(110, 0.1) + &usage(400, 0.2)).expect("write");
+    paths
+}
+
+fn key_of(index: u64) -> TaskKey {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("task_events.csv");
+    std::fs::write(&f, format!("1,,7,{index},,0,u,0,0,0.1,0.1,0,0\n")).expect("write");
+    match read(TraceFormat::Google2011, &[f], &opts()).0.first() {
+        Some(WorkloadEvent::Submit(s)) => s.key,
+        other => panic!("no submit: {other:?}"),
+    }
+}
+
+#[test]
+fn a_window_in_the_middle_starts_the_tasks_alive_then_with_their_remaining_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let (all, _) = read(TraceFormat::Google2011, &paths, &opts());
+    let mems: Vec<Bytes> = all
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Usage { mem, .. } => Some(*mem),
+            _ => None,
+        })
+        .collect();
+    // From 200 s after the first row: the window starts at 300 s.
+    let window = TraceOptions { window_from: Some(Duration::from_secs(200)), ..opts() };
+    let (evs, _) = read(TraceFormat::Google2011, &paths, &window);
+    let (a, c, d) = (key_of(0), key_of(2), key_of(3));
+    let s = Duration::from_secs;
+    let t = Time::from_secs;
+    let got: Vec<String> = evs
+        .iter()
+        .map(|e| match e {
+            WorkloadEvent::Submit(spec) => format!("submit {:?} at {:?}", spec.key, spec.submit),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let want = [
+        format!("submit {a:?} at {:?}", Time::ZERO),
+        format!(
+            "{:?}",
+            WorkloadEvent::Usage { task: a, at: Time::ZERO, offset: s(0), mem: mems[0] }
+        ),
+        format!("submit {c:?} at {:?}", Time::ZERO),
+        format!("{:?}", WorkloadEvent::Usage { task: a, at: t(100), offset: s(100), mem: mems[1] }),
+        format!("{:?}", WorkloadEvent::Finish { task: c, at: t(400), work: s(100) }),
+        format!("{:?}", WorkloadEvent::Finish { task: a, at: t(700), work: s(700) }),
+        format!("submit {d:?} at {:?}", t(1700)),
+    ];
+    assert_eq!(got, want, "B ended before the window: not replayed");
+}
+
+#[test]
+fn the_default_window_starts_at_the_first_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let from_first = TraceOptions { window_from: Some(Duration::ZERO), ..opts() };
+    let (evs, _) = read(TraceFormat::Google2011, &paths, &from_first);
+    let (own, _) = read(TraceFormat::Google2011, &paths, &opts());
+    assert_eq!(evs.len(), own.len());
+    assert_eq!(evs[0].at(), Time::ZERO, "the first row, at 100 s, is time zero");
+    for (w, o) in evs.iter().zip(&own) {
+        assert_eq!(o.at().since(w.at()), Duration::from_secs(100), "{w:?} / {o:?}");
+    }
+}
+
+#[test]
+fn a_window_after_the_trace_is_an_error_naming_the_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let late = TraceOptions { window_from: Some(Duration::from_secs(86_400)), ..opts() };
+    let err = first_error(TraceFormat::Google2011, &paths, &late);
+    assert!(matches!(err, TraceError::Window(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "workload.from (--from) 1day: the window starts after the trace's last row, 31m 40s after its first"
+    );
+}

@@ -108,6 +108,8 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                 skip_bad_rows: t.skip_bad_rows,
                 sort_memory: usize::try_from(t.sort_memory.0).unwrap_or(usize::MAX),
                 spill_dir: t.spill_dir.clone(),
+                assume_sorted: t.assume_sorted,
+                window_from: Some(t.from.0),
                 ..TraceOptions::default()
             };
             let (stream, counter) = trace::open(format, &t.paths, &opts)?;

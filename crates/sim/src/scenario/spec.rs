@@ -84,6 +84,13 @@ pub struct TraceSpec {
     /// Where those files go [default: the system's temporary directory].
     #[serde(default)]
     pub spill_dir: Option<PathBuf>,
+    /// Trust the tables to be in time order: stream them, no sort.
+    #[serde(default)]
+    pub assume_sorted: bool,
+    /// Replay from this long after the trace's first row (the CLI's
+    /// `--from`); the window's length is `sim.horizon` (`--for`).
+    #[serde(default)]
+    pub from: Span,
 }
 
 fn default_sort_memory() -> Size {

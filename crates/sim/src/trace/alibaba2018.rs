@@ -95,7 +95,7 @@ pub(crate) fn open(
         flat_containers,
         counter: counter.clone(),
     };
-    Ok(stream(tables, replay))
+    Ok(stream(tables, replay, opts.window_from))
 }
 
 impl Spill for Row {
@@ -183,7 +183,7 @@ fn table(
             Ok(())
         })
     });
-    let rows = sorted(make, counter, opts.sort_memory, opts.spill_dir.clone());
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     reorder(rows, opts.reorder_window, counter)
 }
 

@@ -163,6 +163,11 @@ impl Replay for Borg {
             Row::Usage(u) => self.usage(at, u, out),
         }
     }
+
+    /// A task runs from its last SCHEDULE (its FINISH's work counts from it).
+    fn started(&self, task: TaskKey, _submitted: Time) -> Option<Time> {
+        self.tasks.get(&task).and_then(|t| t.last_schedule)
+    }
 }
 
 #[cfg(test)]

@@ -85,9 +85,9 @@ pub(crate) fn open(
             parse(r, &o, &mut seq, out)
         })
     });
-    let rows = sorted(make, counter, opts.sort_memory, opts.spill_dir.clone());
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     let table = reorder(rows, opts.reorder_window, counter);
-    Ok(stream(vec![table], Charon))
+    Ok(stream(vec![table], Charon, opts.window_from))
 }
 
 impl Spill for TaskSpec {

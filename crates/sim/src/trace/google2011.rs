@@ -68,7 +68,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter), opts.window_from))
 }
 
 type Parse = fn(&CsvRow, &TraceOptions) -> Result<Option<Timed<Row>>, String>;
@@ -95,7 +95,7 @@ fn table(
             Ok(())
         })
     });
-    let rows = sorted(make, counter, opts.sort_memory, opts.spill_dir.clone());
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     reorder(rows, opts.reorder_window, counter)
 }
 

@@ -41,12 +41,29 @@
 //! written to temporary files in [`TraceOptions::spill_dir`] and merged,
 //! the files removed when the stream ends or is dropped
 //! ([`BadRowCounter::spilled_runs`] counts them). A sort's progress can be
-//! followed with [`BadRowCounter::on_sort_progress`].
+//! followed with [`BadRowCounter::on_sort_progress`]. Sorting reads every
+//! row of a table before the first is replayed, even when the run's
+//! horizon stops short of the trace's end; [`TraceOptions::assume_sorted`]
+//! streams the tables as they come instead.
 //!
 //! The tables of a format are then merged by time, ties to the table listed
 //! first (a task's submission before its usage). Late rows
 //! ([`BadRowCounter::late_rows`], replayed at the latest time reached) no
 //! longer happen once the tables are sorted; the count stays as a guard.
+//!
+//! # Windows
+//!
+//! With [`TraceOptions::window_from`], the replay starts that long after the
+//! trace's first row (whatever its time: Google's traces start 600 s in,
+//! some exports days in), and that instant is time zero. Rows before it are
+//! read to know which tasks are alive then, and those tasks enter at time
+//! zero: one running in the trace with its remaining work (its work less
+//! what it ran before the window, its memory profile and later usage from
+//! that point on, its last usage sample as its memory), one still waiting
+//! as it was submitted. Tasks that ended before the window are not
+//! replayed. A window that starts after the trace's last row is a
+//! [`TraceError::Window`]. Where the window ends is the run's horizon: the
+//! engine counts and does not run the tasks submitted after it.
 //!
 //! # Bad rows
 //!
@@ -163,6 +180,15 @@ pub struct TraceOptions {
     pub sort_memory: usize,
     /// Where those files go: the system's temporary directory when `None`.
     pub spill_dir: Option<PathBuf>,
+    /// Trust that every table is in time order and stream it without a
+    /// first pass (a replay of the first hours of a long, ordered trace
+    /// then reads only those hours); a row back in time is put in place
+    /// within [`TraceOptions::reorder_window`], or replayed late and counted.
+    pub assume_sorted: bool,
+    /// Replay from this long after the trace's first row, that instant
+    /// becoming time zero (see [Windows](self#windows)); `None` keeps the
+    /// trace's own times (less [`TraceOptions::time_offset`]).
+    pub window_from: Option<Duration>,
 }
 
 impl Default for TraceOptions {
@@ -176,6 +202,8 @@ impl Default for TraceOptions {
             forget_after: Duration::from_secs(6 * 3600),
             sort_memory: 512 << 20,
             spill_dir: None,
+            assume_sorted: false,
+            window_from: None,
         }
     }
 }
@@ -185,6 +213,15 @@ impl TraceOptions {
     fn time_us(&self, us: u64) -> Time {
         let offset = u64::try_from(self.time_offset.as_micros()).unwrap_or(u64::MAX);
         Time(us.saturating_sub(offset))
+    }
+
+    /// The sort's budget: none (`usize::MAX`) when the tables are trusted.
+    fn sort_budget(&self) -> usize {
+        if self.assume_sorted {
+            usize::MAX
+        } else {
+            self.sort_memory.min(usize::MAX - 1)
+        }
     }
 
     /// A memory normalized to `full` (1.0 for Google, 100 for Alibaba) in bytes.
