@@ -871,3 +871,39 @@ fn a_window_after_the_trace_is_an_error_naming_the_setting() {
         "workload.from (--from) 1day: the window starts after the trace's last row, 31m 40s after its first"
     );
 }
+
+#[test]
+fn a_container_running_at_the_window_start_keeps_its_remaining_work_and_profile() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("containers.jsonl");
+    // a: 0..500 s with memory samples every 100 s; b: 30..90 s, over before
+    // the window; c: 200..260 s, after its start.
+    std::fs::write(
+        &file,
+        r#"{"job.id": "j", "container.id": "a", "container.exetype": "production", "container.start.ms": 0, "container.duration.ms": 500000, "container.memory": 16384, "container.musage": {"times": [0, 100000, 200000, 300000, 400000], "mems": [4000, 9000, 12000, 15500, 11000]}}
+{"job.id": "j", "container.id": "b", "container.exetype": "best-effort", "container.start.ms": 30000, "container.duration.ms": 60000, "container.memory": 2048}
+{"job.id": "j", "container.id": "c", "container.exetype": "best-effort", "container.start.ms": 200000, "container.duration.ms": 60000, "container.memory": 2048}
+"#,
+    )
+    .expect("write");
+    let window = TraceOptions { window_from: Some(Duration::from_secs(150)), ..opts() };
+    let (evs, _) = read(TraceFormat::CharonSls, &[file], &window);
+    let specs: Vec<&TaskSpec> = evs
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Submit(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(specs.len(), 2, "b ended before the window: {evs:?}");
+    let (a, c) = (specs[0], specs[1]);
+    assert_eq!((a.submit, a.work), (Time::ZERO, Some(Duration::from_secs(350))));
+    let mib = |m: u64| m * MIB;
+    let s = Duration::from_secs;
+    assert_eq!(
+        a.profile.points(),
+        [(s(0), mib(9000)), (s(50), mib(12000)), (s(150), mib(15500)), (s(250), mib(11000))],
+        "a's profile from 150 s on"
+    );
+    assert_eq!((c.submit, c.work), (Time::from_secs(50), Some(Duration::from_secs(60))));
+}
