@@ -81,8 +81,24 @@ pub(crate) fn sorted<R: Spill>(
     }))
 }
 
-fn cost<R: Spill>(row: &Timed<R>) -> usize {
-    std::mem::size_of::<Timed<R>>() + row.row.heap_bytes()
+/// Push `row`, growing `buf` by hand so that its capacity never holds more
+/// than `budget` bytes of rows (a doubling `Vec` could take twice that).
+/// Returns the bytes the rows now take, `heap` (their heap bytes) included.
+fn push<R: Spill>(
+    buf: &mut Vec<Timed<R>>,
+    row: Timed<R>,
+    heap: &mut usize,
+    budget: usize,
+) -> usize {
+    let size = std::mem::size_of::<Timed<R>>().max(1);
+    if buf.len() == buf.capacity() {
+        let most = (budget / size).max(1);
+        let more = buf.capacity().clamp(1024, 1 << 20).min(most.saturating_sub(buf.len())).max(1);
+        buf.reserve_exact(more);
+    }
+    *heap += row.row.heap_bytes();
+    buf.push(row);
+    *heap + buf.len() * size
 }
 
 fn prepare<R: Spill>(
@@ -96,7 +112,7 @@ fn prepare<R: Spill>(
     let scratch = Arc::new(BadRowCounter::default());
     let mut rows_in = make(&scratch);
     let mut buf: Vec<Timed<R>> = Vec::new();
-    let (mut used, mut last, mut rows) = (0usize, Time::ZERO, 0u64);
+    let (mut heap, mut last, mut rows) = (0usize, Time::ZERO, 0u64);
     let mut too_big = false;
     while let Some(row) = rows_in.next() {
         let row = match row {
@@ -118,9 +134,8 @@ fn prepare<R: Spill>(
                 return spill_sort(Vec::new(), 0, make(counter), counter, budget, dir);
             }
             // Out of order, every row so far in `buf`: go on from here.
-            used += cost(&row);
-            buf.push(row);
-            let sorted = spill_sort(buf, used, rows_in, counter, budget, dir);
+            push(&mut buf, row, &mut heap, budget);
+            let sorted = spill_sort(buf, heap, rows_in, counter, budget, dir);
             counter.absorb(&scratch);
             return sorted;
         }
@@ -128,9 +143,7 @@ fn prepare<R: Spill>(
         if too_big {
             continue;
         }
-        used += cost(&row);
-        buf.push(row);
-        if used > budget {
+        if push(&mut buf, row, &mut heap, budget) >= budget {
             // In order so far: keep checking, keep nothing.
             buf = Vec::new();
             too_big = true;
@@ -146,11 +159,12 @@ fn prepare<R: Spill>(
     Ok(Box::new(buf.into_iter().map(Ok)))
 }
 
-/// Sort `buf` (rows already read, `used` bytes) and the rows of `rest`,
-/// writing a sorted run whenever the budget is full.
+/// Sort `buf` (rows already read, holding `heap` bytes besides their own
+/// size) and the rows of `rest`, writing a sorted run whenever the budget
+/// is full.
 fn spill_sort<R: Spill>(
     mut buf: Vec<Timed<R>>,
-    mut used: usize,
+    mut heap: usize,
     rest: impl Iterator<Item = Result<Timed<R>, TraceError>>,
     counter: &Arc<BadRowCounter>,
     budget: usize,
@@ -160,17 +174,15 @@ fn spill_sort<R: Spill>(
     let mut rows = buf.len() as u64;
     for row in rest {
         let row = row?;
-        used += cost(&row);
-        buf.push(row);
         rows += 1;
-        if used > budget {
+        if push(&mut buf, row, &mut heap, budget) >= budget {
             let r = match &mut runs {
                 Some(r) => r,
                 None => runs.insert(Runs::new(dir)?),
             };
             r.spill(&mut buf)?;
             counter.record_spill();
-            used = 0;
+            heap = 0;
             counter.report_sort(rows, r.files.len() as u64);
         } else if rows.is_multiple_of(PROGRESS_EVERY) {
             counter.report_sort(rows, runs.as_ref().map_or(0, |r| r.files.len() as u64));
