@@ -33,9 +33,25 @@ pub struct SimArgs {
     /// (google-2011, google-2019, alibaba-2018, charon-sls).
     #[arg(long, requires = "trace")]
     trace_format: Option<String>,
-    /// Files or directories of the trace (with --trace-format).
+    /// Files or directories of the trace (with --trace-format), in any
+    /// order: each table is sorted by time before the replay, in memory up
+    /// to `workload.sort_memory` (512 MiB), beyond it through temporary
+    /// files in `workload.spill_dir` (removed after).
     #[arg(long, num_args = 1.., requires = "trace_format")]
     trace: Vec<PathBuf>,
+    /// Replay a window of the trace starting this long after its first row
+    /// (2h, 3d 4h, or seconds) [default: 0, the first row, whatever its
+    /// time], for --for: tasks running then enter with their remaining work
+    /// and memory, tasks that ended before are not replayed: --from 2h --for
+    /// 6h replays from 2 h to 8 h after the first row. A window past the
+    /// trace's last row is an error (see docs/workload.md, Window).
+    #[arg(long, value_name = "DURATION", requires = "trace", value_parser = span)]
+    from: Option<std::time::Duration>,
+    /// The window's length (6h, longer than zero): tasks the trace submits
+    /// after it are counted (after horizon), not run; it sets sim.horizon
+    /// [default: sim.horizon, 6h].
+    #[arg(long = "for", value_name = "DURATION", requires = "trace", value_parser = positive_span)]
+    span: Option<std::time::Duration>,
     /// Skip and count trace rows that cannot be read, instead of stopping at the first.
     #[arg(long)]
     skip_bad_rows: bool,
@@ -90,6 +106,12 @@ pub fn run(args: SimArgs) -> Result<()> {
         overrides.push(format!("workload.paths=[{}]", paths.join(", ")));
         if args.skip_bad_rows {
             overrides.push("workload.skip_bad_rows=true".into());
+        }
+        if let Some(from) = args.from {
+            overrides.push(format!("workload.from={}", from.as_secs_f64()));
+        }
+        if let Some(span) = args.span {
+            overrides.push(format!("sim.horizon={}", span.as_secs_f64()));
         }
     } else if args.skip_bad_rows {
         bail!("--skip-bad-rows applies to traces: give --trace-format and --trace too");
@@ -373,6 +395,29 @@ impl Progress for Bar {
             now.as_secs_f64() / 3600.0,
             events as f64 / 1e6
         ));
+    }
+
+    fn sort_hook(&self) -> Option<overbook_sim::trace::SortHook> {
+        let bar = self.0.clone();
+        Some(Box::new(move |rows, runs| {
+            bar.set_message(format!(
+                "sorting the trace by time: {:.1} M rows read, {runs} runs written",
+                rows as f64 / 1e6
+            ));
+        }))
+    }
+}
+
+/// `--from`: a duration, `2h` or seconds.
+fn span(s: &str) -> Result<std::time::Duration, String> {
+    overbook_sim::units::parse_span(s)
+}
+
+/// `--for`: a duration longer than zero.
+fn positive_span(s: &str) -> Result<std::time::Duration, String> {
+    match span(s)? {
+        d if d.is_zero() => Err("the window must be longer than zero".into()),
+        d => Ok(d),
     }
 }
 

@@ -187,6 +187,9 @@ pub enum TraceError {
     /// of its rows could be read.
     #[error("{path}:{line}: {problem}")]
     BadHeader { path: PathBuf, line: u64, problem: String },
+    /// A replay window the trace does not reach.
+    #[error("{0}")]
+    Window(String),
 }
 
 /// A stream of workload events.

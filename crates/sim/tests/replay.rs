@@ -5,6 +5,8 @@ use overbook_sim::report::RunSummary;
 use overbook_sim::scenario::{execute, RunError, Scenario};
 use std::path::{Path, PathBuf};
 
+mod shuffle;
+
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces").join(path)
 }
@@ -43,20 +45,22 @@ fn a_replay_counts_rows_read_unmatched_deaths_and_machines() {
 #[test]
 fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Two tasks submitted on the trace's second day: after the 6 h horizon.
+    // The trace's first row finishes a task it never submitted; two tasks
+    // come a day later: after the 6 h horizon from the first row.
     let late = dir.path().join("task_events.csv");
     std::fs::write(
         &late,
-        "100000000000,,1,0,,0,u,2,10,0.5,0.25,0.01,0\n\
-         100000000000,,1,1,,0,u,2,10,0.5,0.25,0.01,0\n\
-         100001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
+        "100000000000,,9,9,,4,u,2,10,0.5,0.25,0.01,0\n\
+         200000000000,,1,0,,0,u,2,10,0.5,0.25,0.01,0\n\
+         200000000000,,1,1,,0,u,2,10,0.5,0.25,0.01,0\n\
+         200001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
     )
     .expect("write");
     let err = execute(&scenario("google-2011", &late, "").runs[0], &mut ()).expect_err("none ran");
     assert!(matches!(err, RunError::EmptyReplay { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "the trace replay ran no task: 3 rows read, 0 skipped as bad, 0 unmatched, 0 tasks \
+        "the trace replay ran no task: 4 rows read, 0 skipped as bad, 1 unmatched, 0 tasks \
          submitted after the horizon (sim.horizon = 6h; its first event is at 1day 3h 46m 40s); \
          raise sim.horizon to reach them"
     );
@@ -67,4 +71,30 @@ fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     let err = execute(&scenario("google-2011", &empty, "").runs[0], &mut ()).expect_err("empty");
     assert!(err.to_string().contains("0 rows read"), "{err}");
     assert!(err.to_string().ends_with("the trace's files hold no rows"), "{err}");
+}
+
+/// summary.json of a google-2011 replay of `path` with `workload` settings.
+fn summary_json(path: &Path, workload: &str) -> String {
+    let text = format!(
+        "name = \"t\"\ntitle = \"t\"\n[base]\nseed = 7\n[base.cluster]\nnodes = 4\n[base.workload]\n\
+         kind = \"trace\"\nformat = \"google-2011\"\npaths = [{path:?}]\n{workload}\n\
+         [[variants]]\nname = \"a\"\n"
+    );
+    let s = Scenario::parse(&text, "t", &[]).expect("scenario");
+    serde_json::to_string_pretty(&summary(&s)).expect("json")
+}
+
+#[test]
+fn shuffled_rows_give_the_summary_of_the_ordered_trace_in_memory_or_through_files() {
+    let ordered = summary_json(&fixture("google-2011/plain"), "");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shuffled = dir.path().join("shuffled");
+    std::fs::create_dir(&shuffled).expect("mkdir");
+    shuffle::shuffled_copy(&fixture("google-2011/plain"), &shuffled, 3);
+    assert_eq!(summary_json(&shuffled, ""), ordered, "sorted in memory");
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).expect("mkdir");
+    let small = format!("sort_memory = \"1KiB\"\nspill_dir = {spill:?}");
+    assert_eq!(summary_json(&shuffled, &small), ordered, "sorted through files");
+    assert_eq!(std::fs::read_dir(&spill).expect("dir").count(), 0, "temporary files removed");
 }

@@ -8,6 +8,9 @@ use overbook_core::{Bytes, Class, JobId, Time};
 use overbook_sim::trace::{self, BadRowCounter, TraceFormat, TraceOptions};
 use overbook_sim::workload::{TaskKey, TaskSpec, TraceError, WorkloadEvent};
 use proptest::prelude::*;
+
+mod shuffle;
+use shuffle::shuffled_copy;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -374,12 +377,11 @@ fn files_of_no_table_and_formats_without_their_tables_are_refused() {
 }
 
 #[test]
-fn rows_out_of_time_order_are_put_in_place_or_counted_late() {
+fn rows_out_of_time_order_are_sorted_by_time() {
     let dir = tempfile::tempdir().expect("tempdir");
     let events = dir.path().join("task_events.csv");
-    // Task 1 at 100 s, task 3 at 90 s (10 s back: in the 60 s window), task
-    // 2 at 200 s, then task 4 at 10 s, after 100 s has been replayed: it
-    // is replayed at 100 s.
+    // Task 1 at 100 s, task 3 at 90 s, task 2 at 200 s, then task 4 at
+    // 10 s, far back: all in their place, none late.
     let rows = [(100, 1), (90, 3), (200, 2), (10, 4)]
         .iter()
         .map(|(t, i)| format!("{},,7,{i},,0,u,0,0,0.1,0.1,0,0\n", t * 1_000_000))
@@ -387,8 +389,82 @@ fn rows_out_of_time_order_are_put_in_place_or_counted_late() {
     std::fs::write(&events, rows).expect("write");
     let (evs, counter) = read(TraceFormat::Google2011, &[events], &opts());
     let times: Vec<u64> = evs.iter().map(|e| e.at().as_micros() / 1_000_000).collect();
-    assert_eq!(times, [90, 100, 100, 200]);
-    assert_eq!(counter.late_rows(), 1);
+    assert_eq!(times, [10, 90, 100, 200]);
+    assert_eq!((counter.late_rows(), counter.rows_read()), (0, 4));
+}
+
+/// The events of a trace, as text to compare.
+fn events_text(format: TraceFormat, paths: &[PathBuf], opts: &TraceOptions) -> Vec<String> {
+    let (evs, _) = read(format, paths, opts);
+    evs.iter().map(|e| format!("{e:?}")).collect()
+}
+
+/// The same events, or the first that differs.
+fn same(got: &[String], want: &[String], what: &str) {
+    if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+        panic!("{what}: event {i} differs:\n got {}\nwant {}", got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: events");
+}
+
+#[test]
+fn shuffled_rows_and_parts_replay_as_the_ordered_fixture() {
+    for (format, rel) in [
+        (TraceFormat::Google2011, "google-2011/plain"),
+        (TraceFormat::Google2019, "google-2019/csv"),
+        (TraceFormat::Google2019, "google-2019/json"),
+        (TraceFormat::Alibaba2018, "alibaba-2018"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let from = fixture(rel);
+        let from = if rel == "alibaba-2018" {
+            // Only the tables, not the broken ones beside them.
+            let tables = dir.path().join("src");
+            std::fs::create_dir(&tables).expect("mkdir");
+            for t in ["batch_task", "batch_instance", "container_meta", "container_usage"] {
+                std::fs::copy(from.join(format!("{t}.csv")), tables.join(format!("{t}.csv")))
+                    .expect("copy");
+            }
+            tables
+        } else {
+            from
+        };
+        let ordered = events_text(format, std::slice::from_ref(&from), &opts());
+        let to = dir.path().join("shuffled");
+        std::fs::create_dir(&to).expect("mkdir");
+        shuffled_copy(&from, &to, 3);
+        let got = events_text(format, std::slice::from_ref(&to), &opts());
+        same(&got, &ordered, &format!("{rel}: shuffled rows"));
+        // A budget of a few rows: sorted runs spilled and merged.
+        let spill = tempfile::tempdir().expect("spill dir");
+        let small = TraceOptions {
+            sort_memory: 600,
+            spill_dir: Some(spill.path().to_path_buf()),
+            ..opts()
+        };
+        let (stream, counter) = trace::open(format, &[to], &small).expect("opens");
+        let evs = stream.collect::<Result<Vec<_>, _>>().expect("reads");
+        let got: Vec<String> = evs.iter().map(|e| format!("{e:?}")).collect();
+        assert!(counter.spilled_runs() > 2, "{rel}: the small budget spills ({counter:?})");
+        same(&got, &ordered, &format!("{rel}: a sort through files"));
+        let left: Vec<_> = std::fs::read_dir(spill.path()).expect("dir").collect();
+        assert!(left.is_empty(), "{rel}: temporary files left: {left:?}");
+    }
+}
+
+#[test]
+fn ordered_tables_over_the_budget_stream_without_spilling() {
+    let spill = tempfile::tempdir().expect("spill dir");
+    let small =
+        TraceOptions { sort_memory: 600, spill_dir: Some(spill.path().to_path_buf()), ..opts() };
+    let paths = [fixture("google-2011/plain")];
+    let (evs, counter) = read(TraceFormat::Google2011, &paths, &small);
+    let (ordered, plain) = read(TraceFormat::Google2011, &paths, &opts());
+    assert_eq!(format!("{evs:?}"), format!("{ordered:?}"));
+    assert_eq!(counter.spilled_runs(), 0);
+    assert_eq!(counter.rows_read(), plain.rows_read(), "rows counted once");
+    assert_eq!(counter.machines(), plain.machines());
+    assert_eq!(std::fs::read_dir(spill.path()).expect("dir").count(), 0);
 }
 
 // ---------------------------------------------------------------- garbage in
@@ -680,4 +756,154 @@ fn a_bigquery_csv_without_its_header_is_refused_at_line_1_even_when_skipping() {
         let want = format!("{}:1: expected a header row", headless.display());
         assert!(err.to_string().starts_with(&want), "{err}");
     }
+}
+
+// ---------------------------------------------------------------- windows
+
+/// A google-2011 trace of four tasks (times in seconds), first row at 100 s:
+/// A runs 110..1000 with usage at 110 and 400; B runs 110..200; C waits
+/// from 250 and runs 600..700; D comes at 2000.
+fn four_tasks(dir: &Path) -> Vec<PathBuf> {
+    let ev = |t: u64, i: u64, kind: u64| {
+        format!("{},,7,{i},5,{kind},u,0,0,0.1,0.1,0,0\n", t * 1_000_000)
+    };
+    let events: String = [
+        (100, 0, 0),
+        (100, 1, 0),
+        (110, 0, 1),
+        (110, 1, 1),
+        (200, 1, 4),
+        (250, 2, 0),
+        (600, 2, 1),
+        (700, 2, 4),
+        (1000, 0, 4),
+        (2000, 3, 0),
+    ]
+    .iter()
+    .map(|&(t, i, k)| ev(t, i, k))
+    .collect();
+    let usage = |s: u64, mem: f64| {
+        format!(
+            "{},{},7,0,5,0.1,{mem},0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+            s * 1_000_000,
+            (s + 290) * 1_000_000
+        )
+    };
+    let paths = vec![dir.join("task_events.csv"), dir.join("task_usage.csv")];
+    std::fs::write(&paths[0], events).expect("write");
+    std::fs::write(&paths[1], usage(110, 0.1) + &usage(400, 0.2)).expect("write");
+    paths
+}
+
+fn key_of(index: u64) -> TaskKey {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("task_events.csv");
+    std::fs::write(&f, format!("1,,7,{index},,0,u,0,0,0.1,0.1,0,0\n")).expect("write");
+    match read(TraceFormat::Google2011, &[f], &opts()).0.first() {
+        Some(WorkloadEvent::Submit(s)) => s.key,
+        other => panic!("no submit: {other:?}"),
+    }
+}
+
+#[test]
+fn a_window_in_the_middle_starts_the_tasks_alive_then_with_their_remaining_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let (all, _) = read(TraceFormat::Google2011, &paths, &opts());
+    let mems: Vec<Bytes> = all
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Usage { mem, .. } => Some(*mem),
+            _ => None,
+        })
+        .collect();
+    // From 200 s after the first row: the window starts at 300 s.
+    let window = TraceOptions { window_from: Some(Duration::from_secs(200)), ..opts() };
+    let (evs, _) = read(TraceFormat::Google2011, &paths, &window);
+    let (a, c, d) = (key_of(0), key_of(2), key_of(3));
+    let s = Duration::from_secs;
+    let t = Time::from_secs;
+    let got: Vec<String> = evs
+        .iter()
+        .map(|e| match e {
+            WorkloadEvent::Submit(spec) => format!("submit {:?} at {:?}", spec.key, spec.submit),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let want = [
+        format!("submit {a:?} at {:?}", Time::ZERO),
+        format!(
+            "{:?}",
+            WorkloadEvent::Usage { task: a, at: Time::ZERO, offset: s(0), mem: mems[0] }
+        ),
+        format!("submit {c:?} at {:?}", Time::ZERO),
+        format!("{:?}", WorkloadEvent::Usage { task: a, at: t(100), offset: s(100), mem: mems[1] }),
+        format!("{:?}", WorkloadEvent::Finish { task: c, at: t(400), work: s(100) }),
+        format!("{:?}", WorkloadEvent::Finish { task: a, at: t(700), work: s(700) }),
+        format!("submit {d:?} at {:?}", t(1700)),
+    ];
+    assert_eq!(got, want, "B ended before the window: not replayed");
+}
+
+#[test]
+fn the_default_window_starts_at_the_first_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let from_first = TraceOptions { window_from: Some(Duration::ZERO), ..opts() };
+    let (evs, _) = read(TraceFormat::Google2011, &paths, &from_first);
+    let (own, _) = read(TraceFormat::Google2011, &paths, &opts());
+    assert_eq!(evs.len(), own.len());
+    assert_eq!(evs[0].at(), Time::ZERO, "the first row, at 100 s, is time zero");
+    for (w, o) in evs.iter().zip(&own) {
+        assert_eq!(o.at().since(w.at()), Duration::from_secs(100), "{w:?} / {o:?}");
+    }
+}
+
+#[test]
+fn a_window_after_the_trace_is_an_error_naming_the_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = four_tasks(dir.path());
+    let late = TraceOptions { window_from: Some(Duration::from_secs(86_400)), ..opts() };
+    let err = first_error(TraceFormat::Google2011, &paths, &late);
+    assert!(matches!(err, TraceError::Window(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "workload.from (--from) 1day: the window starts after the trace's last row, 31m 40s after its first"
+    );
+}
+
+#[test]
+fn a_container_running_at_the_window_start_keeps_its_remaining_work_and_profile() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("containers.jsonl");
+    // a: 0..500 s with memory samples every 100 s; b: 30..90 s, over before
+    // the window; c: 200..260 s, after its start.
+    std::fs::write(
+        &file,
+        r#"{"job.id": "j", "container.id": "a", "container.exetype": "production", "container.start.ms": 0, "container.duration.ms": 500000, "container.memory": 16384, "container.musage": {"times": [0, 100000, 200000, 300000, 400000], "mems": [4000, 9000, 12000, 15500, 11000]}}
+{"job.id": "j", "container.id": "b", "container.exetype": "best-effort", "container.start.ms": 30000, "container.duration.ms": 60000, "container.memory": 2048}
+{"job.id": "j", "container.id": "c", "container.exetype": "best-effort", "container.start.ms": 200000, "container.duration.ms": 60000, "container.memory": 2048}
+"#,
+    )
+    .expect("write");
+    let window = TraceOptions { window_from: Some(Duration::from_secs(150)), ..opts() };
+    let (evs, _) = read(TraceFormat::CharonSls, &[file], &window);
+    let specs: Vec<&TaskSpec> = evs
+        .iter()
+        .filter_map(|e| match e {
+            WorkloadEvent::Submit(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(specs.len(), 2, "b ended before the window: {evs:?}");
+    let (a, c) = (specs[0], specs[1]);
+    assert_eq!((a.submit, a.work), (Time::ZERO, Some(Duration::from_secs(350))));
+    let mib = |m: u64| m * MIB;
+    let s = Duration::from_secs;
+    assert_eq!(
+        a.profile.points(),
+        [(s(0), mib(9000)), (s(50), mib(12000)), (s(150), mib(15500)), (s(250), mib(11000))],
+        "a's profile from 150 s on"
+    );
+    assert_eq!((c.submit, c.work), (Time::from_secs(50), Some(Duration::from_secs(60))));
 }

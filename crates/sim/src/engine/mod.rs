@@ -58,6 +58,11 @@ pub trait KillDelay: Send + Sync {
 /// Told of progress every so many events (the CLI draws a bar).
 pub trait Progress {
     fn update(&mut self, now: Time, events: u64);
+    /// Where to say how far the sort of a trace given out of time order is
+    /// (rows read, runs written), before the run's first event.
+    fn sort_hook(&self) -> Option<crate::trace::SortHook> {
+        None
+    }
 }
 
 impl Progress for () {

@@ -106,9 +106,16 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
             let opts = TraceOptions {
                 memory_scale: t.memory_scale.0,
                 skip_bad_rows: t.skip_bad_rows,
+                sort_memory: usize::try_from(t.sort_memory.0).unwrap_or(usize::MAX),
+                spill_dir: t.spill_dir.clone(),
+                assume_sorted: t.assume_sorted,
+                window_from: Some(t.from.0),
                 ..TraceOptions::default()
             };
             let (stream, counter) = trace::open(format, &t.paths, &opts)?;
+            if let Some(hook) = progress.sort_hook() {
+                counter.on_sort_progress(hook);
+            }
             let mut result = engine.run(&run.variant, stream, progress)?;
             let c = &mut result.counters;
             c.skipped_rows = counter.bad_rows();

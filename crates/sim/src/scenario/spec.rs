@@ -77,6 +77,24 @@ pub struct TraceSpec {
     /// Skip and count rows that cannot be read instead of stopping.
     #[serde(default)]
     pub skip_bad_rows: bool,
+    /// Memory a table's rows may take while it is sorted by time; beyond
+    /// it, sorted runs are written to temporary files and merged.
+    #[serde(default = "default_sort_memory")]
+    pub sort_memory: Size,
+    /// Where those files go [default: the system's temporary directory].
+    #[serde(default)]
+    pub spill_dir: Option<PathBuf>,
+    /// Trust the tables to be in time order: stream them, no sort.
+    #[serde(default)]
+    pub assume_sorted: bool,
+    /// Replay from this long after the trace's first row (the CLI's
+    /// `--from`); the window's length is `sim.horizon` (`--for`).
+    #[serde(default)]
+    pub from: Span,
+}
+
+fn default_sort_memory() -> Size {
+    Size(512 << 20)
 }
 
 fn default_memory_scale() -> Size {

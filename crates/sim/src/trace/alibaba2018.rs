@@ -47,6 +47,7 @@ use super::fields::{required, secs_to_us, Field};
 use super::files::{classify, TraceFile};
 use super::ids::{self, Part};
 use super::merge::{parsed, reorder, stream, Replay, Table, Timed};
+use super::sort::{sorted, Make, Spill};
 use super::TraceOptions;
 use crate::workload::{MemProfile, TaskKey, TaskSpec, TraceError, WorkloadEvent, WorkloadStream};
 use overbook_core::{Bytes, Class, JobId, Time};
@@ -94,10 +95,21 @@ pub(crate) fn open(
         flat_containers,
         counter: counter.clone(),
     };
-    Ok(stream(tables, replay))
+    Ok(stream(tables, replay, opts.window_from))
 }
 
-#[derive(Debug)]
+impl Spill for Row {
+    fn tie(&self) -> u64 {
+        match self {
+            Row::Task(t) => t.key,
+            Row::Instance(i) => i.key.0,
+            Row::Meta(m) => m.key.0,
+            Row::Usage(u) => u.key.0,
+        }
+    }
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Row {
     Task(BatchTask),
     Instance(Instance),
@@ -105,7 +117,7 @@ enum Row {
     Usage(ContainerUsage),
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct BatchTask {
     key: u64,
     plan_mem: Option<Bytes>,
@@ -113,7 +125,7 @@ struct BatchTask {
     end: Option<Time>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Instance {
     key: TaskKey,
     job: JobId,
@@ -127,7 +139,7 @@ struct Instance {
     mem_max: Option<Bytes>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Meta {
     key: TaskKey,
     job: JobId,
@@ -137,7 +149,7 @@ struct Meta {
     cpus: f64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ContainerUsage {
     key: TaskKey,
     time: Time,
@@ -155,20 +167,23 @@ fn table(
     machine_column: Option<usize>,
 ) -> Table<Row> {
     let o = opts.clone();
-    let c = counter.clone();
-    // The shared set is locked only for a machine new to this table.
-    let mut seen = std::collections::HashSet::new();
-    let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
-        out.extend(parse(r, &o)?);
-        let machine = machine_column.and_then(|i| r.fields.get(i)).filter(|m| !m.is_empty());
-        if let Some(m) = machine {
-            let id = ids::hash("alibaba-machine", &[Part::Text(m)]);
-            if seen.insert(id) {
-                c.record_machine(id);
+    let make: Make<Row> = Box::new(move |c: &Arc<BadRowCounter>| {
+        let (o, c) = (o.clone(), c.clone());
+        // The shared set is locked only for a machine new to this table.
+        let mut seen = std::collections::HashSet::new();
+        parsed(CsvTable::headerless(files.clone()), o.skip_bad_rows, &c.clone(), move |r, out| {
+            out.extend(parse(r, &o)?);
+            let machine = machine_column.and_then(|i| r.fields.get(i)).filter(|m| !m.is_empty());
+            if let Some(m) = machine {
+                let id = ids::hash("alibaba-machine", &[Part::Text(m)]);
+                if seen.insert(id) {
+                    c.record_machine(id);
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     });
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     reorder(rows, opts.reorder_window, counter)
 }
 

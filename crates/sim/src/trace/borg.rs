@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A task event row, reduced to what the life cycle needs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct TaskEvent {
     /// The event's own time (replay may put it later, see `merge`).
     pub time: Time,
@@ -36,7 +36,7 @@ pub(crate) struct TaskEvent {
     pub kind: Kind,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Kind {
     Submit(Submitted),
     Schedule,
@@ -48,7 +48,7 @@ pub(crate) enum Kind {
 }
 
 /// What a SUBMIT row tells of the task.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Submitted {
     pub class: Class,
     pub priority: u8,
@@ -57,14 +57,23 @@ pub(crate) struct Submitted {
 }
 
 /// A usage row: the task held `mem` during a window starting at `start`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Usage {
     pub start: Time,
     pub key: TaskKey,
     pub mem: Bytes,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+impl super::sort::Spill for Row {
+    fn tie(&self) -> u64 {
+        match self {
+            Row::Event(e) => e.key.0,
+            Row::Usage(u) => u.key.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Row {
     Event(TaskEvent),
     Usage(Usage),
@@ -153,6 +162,11 @@ impl Replay for Borg {
             Row::Event(ev) => self.event(at, ev, out),
             Row::Usage(u) => self.usage(at, u, out),
         }
+    }
+
+    /// A task runs from its last SCHEDULE (its FINISH's work counts from it).
+    fn started(&self, task: TaskKey, _submitted: Time) -> Option<Time> {
+        self.tasks.get(&task).and_then(|t| t.last_schedule)
     }
 }
 

@@ -42,6 +42,7 @@ use super::files::TraceFile;
 use super::ids::{self, Part};
 use super::jsonrows::{lookup, JsonRow, JsonTable};
 use super::merge::{parsed, reorder, stream, Replay, Timed};
+use super::sort::{sorted, Make, Spill};
 use super::TraceOptions;
 use crate::workload::{MemProfile, TaskSpec, TraceError, WorkloadEvent, WorkloadStream};
 use overbook_core::{Bytes, Class, JobId, Time};
@@ -77,13 +78,27 @@ pub(crate) fn open(
     }
     paths.sort();
     let o = opts.clone();
-    let mut seq = 0u64;
-    let rows =
-        parsed(JsonTable::new(paths), opts.skip_bad_rows, counter, move |r: &JsonRow, out| {
+    let make: Make<TaskSpec> = Box::new(move |c: &Arc<BadRowCounter>| {
+        let o = o.clone();
+        let mut seq = 0u64;
+        parsed(JsonTable::new(paths.clone()), o.skip_bad_rows, c, move |r: &JsonRow, out| {
             parse(r, &o, &mut seq, out)
-        });
+        })
+    });
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     let table = reorder(rows, opts.reorder_window, counter);
-    Ok(stream(vec![table], Charon))
+    Ok(stream(vec![table], Charon, opts.window_from))
+}
+
+impl Spill for TaskSpec {
+    fn tie(&self) -> u64 {
+        self.key.0
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.profile.points().len() * 24
+            + self.pauses.len() * std::mem::size_of::<crate::workload::Pause>()
+    }
 }
 
 /// Containers carry everything: each is submitted as it comes.

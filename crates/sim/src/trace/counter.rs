@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 /// Counts shared between a trace stream and its caller. The stream runs on
 /// whatever thread drains it, hence atomics rather than a `&mut`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct BadRowCounter {
     bad: AtomicU64,
     late: AtomicU64,
@@ -16,7 +16,13 @@ pub struct BadRowCounter {
     first_bad: Mutex<Option<String>>,
     /// The machines the trace's rows name (hashed), as many as the cluster had.
     machines: Mutex<HashSet<u64>>,
+    /// Runs written by sorts of out-of-order tables.
+    spilled_runs: AtomicU64,
+    sort_hook: Mutex<Option<SortHook>>,
 }
+
+/// Told how far a sort of an out-of-order table is: rows read, runs written.
+pub type SortHook = Box<dyn Fn(u64, u64) + Send + Sync>;
 
 impl BadRowCounter {
     /// Rows that could not be read and were skipped (`skip_bad_rows`).
@@ -53,6 +59,49 @@ impl BadRowCounter {
         self.first_bad.lock().ok().and_then(|g| g.clone())
     }
 
+    /// Sorted runs written to temporary files to sort tables given out of
+    /// time order (0 when every table was in order or fit in memory).
+    pub fn spilled_runs(&self) -> u64 {
+        self.spilled_runs.load(Ordering::Relaxed)
+    }
+
+    /// Call `hook` as a table's sort goes on (the first rows of a stream
+    /// may take a while when its tables are large and out of order).
+    pub fn on_sort_progress(&self, hook: SortHook) {
+        if let Ok(mut h) = self.sort_hook.lock() {
+            *h = Some(hook);
+        }
+    }
+
+    pub(crate) fn report_sort(&self, rows: u64, runs: u64) {
+        if let Ok(h) = self.sort_hook.lock() {
+            if let Some(hook) = h.as_ref() {
+                hook(rows, runs);
+            }
+        }
+    }
+
+    pub(crate) fn record_spill(&self) {
+        self.spilled_runs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Add what a scratch counter counted (a pass whose rows are kept).
+    pub(crate) fn absorb(&self, other: &BadRowCounter) {
+        self.read.fetch_add(other.rows_read(), Ordering::Relaxed);
+        self.late.fetch_add(other.late_rows(), Ordering::Relaxed);
+        self.unmatched.fetch_add(other.unmatched_rows(), Ordering::Relaxed);
+        self.spilled_runs.fetch_add(other.spilled_runs(), Ordering::Relaxed);
+        let bad = other.bad_rows();
+        if bad > 0 && self.bad.fetch_add(bad, Ordering::Relaxed) == 0 {
+            if let (Ok(mut first), Some(theirs)) = (self.first_bad.lock(), other.first_bad_row()) {
+                *first = Some(theirs);
+            }
+        }
+        if let (Ok(mut mine), Ok(theirs)) = (self.machines.lock(), other.machines.lock()) {
+            mine.extend(theirs.iter().copied());
+        }
+    }
+
     pub(crate) fn record_bad(&self, err: &TraceError) {
         if self.bad.fetch_add(1, Ordering::Relaxed) == 0 {
             // A poisoned lock only loses the example, never the count.
@@ -79,5 +128,18 @@ impl BadRowCounter {
 
     pub(crate) fn record_unmatched(&self) {
         self.unmatched.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for BadRowCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BadRowCounter")
+            .field("bad", &self.bad_rows())
+            .field("late", &self.late_rows())
+            .field("unmatched", &self.unmatched_rows())
+            .field("read", &self.rows_read())
+            .field("machines", &self.machines())
+            .field("spilled_runs", &self.spilled_runs())
+            .finish_non_exhaustive()
     }
 }

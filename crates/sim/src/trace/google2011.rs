@@ -28,8 +28,9 @@
 //! production and best-effort, so the middle band, which Borg does preempt,
 //! is best-effort. The priority itself is kept for per-band reports.
 //!
-//! Both tables are time-sorted in the published trace; they are merged by
-//! time with events first at equal times (a task's SUBMIT before its usage).
+//! Both tables are time-sorted in the published trace; parts given in any
+//! order are sorted (see [`super`]), and the tables merged by time with
+//! events first at equal times (a task's SUBMIT before its usage).
 
 use super::borg::{Borg, Kind, Row, Submitted, TaskEvent, Usage};
 use super::counter::BadRowCounter;
@@ -38,6 +39,7 @@ use super::fields::required;
 use super::files::{classify, TraceFile};
 use super::ids::{self, Part};
 use super::merge::{parsed, reorder, stream, Table, Timed};
+use super::sort::{sorted, Make};
 use super::TraceOptions;
 use crate::workload::{TraceError, WorkloadStream};
 use overbook_core::{Class, JobId};
@@ -66,7 +68,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter), opts.window_from))
 }
 
 type Parse = fn(&CsvRow, &TraceOptions) -> Result<Option<Timed<Row>>, String>;
@@ -78,19 +80,22 @@ fn table(
     parse: Parse,
 ) -> Table<Row> {
     let o = opts.clone();
-    let c = counter.clone();
-    // The shared set is locked only for a machine new to this table.
-    let mut seen = std::collections::HashSet::new();
-    let rows = parsed(CsvTable::headerless(files), opts.skip_bad_rows, counter, move |r, out| {
-        out.extend(parse(r, &o)?);
-        // Both tables name the machine in column 4 (empty while pending).
-        if let Ok(Some(machine)) = r.at(4).u64("machine ID") {
-            if seen.insert(machine) {
-                c.record_machine(machine);
+    let make: Make<Row> = Box::new(move |c: &Arc<BadRowCounter>| {
+        let (o, c) = (o.clone(), c.clone());
+        // The shared set is locked only for a machine new to this table.
+        let mut seen = std::collections::HashSet::new();
+        parsed(CsvTable::headerless(files.clone()), o.skip_bad_rows, &c.clone(), move |r, out| {
+            out.extend(parse(r, &o)?);
+            // Both tables name the machine in column 4 (empty while pending).
+            if let Ok(Some(machine)) = r.at(4).u64("machine ID") {
+                if seen.insert(machine) {
+                    c.record_machine(machine);
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     });
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     reorder(rows, opts.reorder_window, counter)
 }
 

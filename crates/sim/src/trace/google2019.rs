@@ -36,6 +36,7 @@ use super::files::{classify, TraceFile};
 use super::ids::{self, Part};
 use super::jsonrows::{JsonRow, JsonTable};
 use super::merge::{parsed, reorder, stream, Located, Table, Timed};
+use super::sort::{sorted, Make};
 use super::TraceOptions;
 use crate::workload::{TaskKey, TraceError, WorkloadStream};
 use overbook_core::{Class, JobId};
@@ -77,7 +78,7 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(flat_profiles, counter)))
+    Ok(stream(tables, Borg::new(flat_profiles, counter), opts.window_from))
 }
 
 /// A row of either export.
@@ -130,29 +131,32 @@ fn table(
     counter: &Arc<BadRowCounter>,
     parse: Parse,
 ) -> Table<Row> {
-    let raw = files.into_iter().flat_map(
-        |path| -> Box<dyn Iterator<Item = Result<Named, TraceError>> + Send> {
-            let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase());
-            if name.is_some_and(|n| n.contains("json")) {
-                Box::new(JsonTable::new(vec![path]).map(|r| r.map(Named::Json)))
-            } else {
-                Box::new(CsvTable::with_header(vec![path]).map(|r| r.map(Named::Csv)))
-            }
-        },
-    );
     let o = opts.clone();
-    let c = counter.clone();
-    // The shared set is locked only for a machine new to this table.
-    let mut seen = std::collections::HashSet::new();
-    let rows = parsed(raw, opts.skip_bad_rows, counter, move |r, out| {
-        out.extend(parse(r, &o)?);
-        if let Ok(Some(machine)) = r.field("machine_id").u64("machine_id") {
-            if seen.insert(machine) {
-                c.record_machine(machine);
+    let make: Make<Row> = Box::new(move |c: &Arc<BadRowCounter>| {
+        let raw = files.clone().into_iter().flat_map(
+            |path| -> Box<dyn Iterator<Item = Result<Named, TraceError>> + Send> {
+                let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase());
+                if name.is_some_and(|n| n.contains("json")) {
+                    Box::new(JsonTable::new(vec![path]).map(|r| r.map(Named::Json)))
+                } else {
+                    Box::new(CsvTable::with_header(vec![path]).map(|r| r.map(Named::Csv)))
+                }
+            },
+        );
+        let (o, c) = (o.clone(), c.clone());
+        // The shared set is locked only for a machine new to this table.
+        let mut seen = std::collections::HashSet::new();
+        parsed(raw, o.skip_bad_rows, &c.clone(), move |r, out| {
+            out.extend(parse(r, &o)?);
+            if let Ok(Some(machine)) = r.field("machine_id").u64("machine_id") {
+                if seen.insert(machine) {
+                    c.record_machine(machine);
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     });
+    let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     reorder(rows, opts.reorder_window, counter)
 }
 

@@ -4,10 +4,11 @@
 //! format's per-task state.
 
 use super::counter::BadRowCounter;
-use crate::workload::{TraceError, WorkloadEvent, WorkloadStream};
+use crate::workload::{MemProfile, TaskKey, TaskSpec, TraceError, WorkloadEvent, WorkloadStream};
+use overbook_core::Bytes;
 use overbook_core::Time;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,19 +152,158 @@ pub(crate) trait Replay: Send {
     /// Apply one row, replayed at `at` (never earlier than the last row's),
     /// pushing the events it causes, all at `at`.
     fn apply(&mut self, at: Time, row: Self::Row, out: &mut VecDeque<WorkloadEvent>);
+    /// When `task`'s current attempt started running in the trace, if it
+    /// has (a replay window's tasks enter with their remaining work). By
+    /// default a task runs from its submission.
+    fn started(&self, _task: TaskKey, submitted: Time) -> Option<Time> {
+        Some(submitted)
+    }
 }
 
 /// Merge `tables` by time, ties going to the earlier table (so a task's
 /// submission, listed first, precedes its usage at the same instant), and
 /// replay the rows. The stream ends after its first error.
-pub(crate) fn stream<P: Replay + 'static>(tables: Vec<Table<P::Row>>, replay: P) -> WorkloadStream {
+pub(crate) fn stream<P: Replay + 'static>(
+    tables: Vec<Table<P::Row>>,
+    replay: P,
+    window_from: Option<Duration>,
+) -> WorkloadStream {
     Box::new(Merged {
         heads: tables.into_iter().map(|t| (t, None, false)).collect(),
         replay,
         out: VecDeque::new(),
         last: Time::ZERO,
         failed: false,
+        window: window_from.map(Window::new),
+        scratch: VecDeque::new(),
     })
+}
+
+/// A task alive before the window, held until it starts.
+struct Held {
+    seq: u64,
+    spec: TaskSpec,
+    /// Its last usage sample before the window.
+    mem: Option<Bytes>,
+}
+
+/// A replay window's state (see the module [`super`]'s Windows).
+struct Window {
+    from: Duration,
+    /// The window's start in trace time, once the first row is read.
+    start: Option<Time>,
+    /// The last row's time before the window, for its error.
+    first: Time,
+    last: Time,
+    entered: bool,
+    held: HashMap<TaskKey, Held>,
+    seq: u64,
+    /// Tasks that entered running: how long they had run before.
+    ran: HashMap<TaskKey, Duration>,
+}
+
+impl Window {
+    fn new(from: Duration) -> Window {
+        Window {
+            from,
+            start: None,
+            first: Time::ZERO,
+            last: Time::ZERO,
+            entered: false,
+            held: HashMap::new(),
+            seq: 0,
+            ran: HashMap::new(),
+        }
+    }
+
+    /// Keep track of the tasks alive before the window.
+    fn hold(&mut self, ev: WorkloadEvent) {
+        match ev {
+            WorkloadEvent::Submit(spec) => {
+                self.seq += 1;
+                self.held.insert(spec.key, Held { seq: self.seq, spec, mem: None });
+            }
+            WorkloadEvent::Usage { task, mem, .. } => {
+                if let Some(h) = self.held.get_mut(&task) {
+                    h.mem = Some(mem);
+                }
+            }
+            WorkloadEvent::Finish { task, .. } | WorkloadEvent::Death { task, .. } => {
+                self.held.remove(&task);
+            }
+        }
+    }
+
+    /// The window starts at `start`: its alive tasks enter at time zero.
+    fn enter<P: Replay>(&mut self, start: Time, replay: &P, out: &mut VecDeque<WorkloadEvent>) {
+        self.entered = true;
+        let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
+        held.sort_by_key(|h| h.seq);
+        for Held { mut spec, mem, .. } in held {
+            let key = spec.key;
+            if let Some(began) = replay.started(key, spec.submit) {
+                let ran = start.since(began);
+                if spec.work.is_some_and(|w| w <= ran) {
+                    continue; // over before the window
+                }
+                spec.work = spec.work.map(|w| w - ran);
+                spec.profile = from_point(&spec.profile, ran);
+                self.ran.insert(key, ran);
+            }
+            spec.submit = Time::ZERO;
+            out.push_back(WorkloadEvent::Submit(spec));
+            if let Some(mem) = mem {
+                out.push_back(WorkloadEvent::Usage {
+                    task: key,
+                    at: Time::ZERO,
+                    offset: Duration::ZERO,
+                    mem,
+                });
+            }
+        }
+    }
+
+    /// An event in the window, in window time, offsets and work of tasks
+    /// that entered running counted from the window's start.
+    fn shift(&mut self, ev: WorkloadEvent, start: Time) -> WorkloadEvent {
+        let at = |t: Time| Time(t.0.saturating_sub(start.0));
+        match ev {
+            WorkloadEvent::Submit(mut spec) => {
+                spec.submit = at(spec.submit);
+                WorkloadEvent::Submit(spec)
+            }
+            WorkloadEvent::Usage { task, at: t, offset, mem } => {
+                let ran = self.ran.get(&task).copied().unwrap_or_default();
+                WorkloadEvent::Usage { task, at: at(t), offset: offset.saturating_sub(ran), mem }
+            }
+            WorkloadEvent::Finish { task, at: t, work } => {
+                let ran = self.ran.remove(&task).unwrap_or_default();
+                WorkloadEvent::Finish { task, at: at(t), work: work.saturating_sub(ran) }
+            }
+            WorkloadEvent::Death { task, at: t } => {
+                self.ran.remove(&task);
+                WorkloadEvent::Death { task, at: at(t) }
+            }
+        }
+    }
+
+    fn past_the_trace(&self) -> TraceError {
+        TraceError::Window(format!(
+            "workload.from (--from) {}: the window starts after the trace's last row, {} after its first",
+            humantime::format_duration(self.from),
+            humantime::format_duration(Duration::from_secs(self.last.since(self.first).as_secs())),
+        ))
+    }
+}
+
+/// `profile` from `ran` on: the sample in force then at offset zero.
+fn from_point(profile: &MemProfile, ran: Duration) -> MemProfile {
+    if profile.is_empty() || ran.is_zero() {
+        return profile.clone();
+    }
+    let mut points = vec![(Duration::ZERO, profile.at(ran))];
+    points.extend(profile.points().iter().filter(|p| p.0 > ran).map(|&(o, m)| (o - ran, m)));
+    MemProfile::from_points(points)
 }
 
 type Head<R> = (Table<R>, Option<Timed<R>>, bool);
@@ -175,9 +315,47 @@ struct Merged<P: Replay> {
     out: VecDeque<WorkloadEvent>,
     last: Time,
     failed: bool,
+    window: Option<Window>,
+    /// Events of one row, before the window sees them.
+    scratch: VecDeque<WorkloadEvent>,
 }
 
 impl<P: Replay> Merged<P> {
+    /// Apply one row, through the window if there is one.
+    fn apply(&mut self, at: Time, row: P::Row) {
+        let Some(w) = self.window.as_mut() else {
+            self.replay.apply(at, row, &mut self.out);
+            return;
+        };
+        let start = *w.start.get_or_insert_with(|| {
+            w.first = at;
+            at + w.from
+        });
+        w.last = at;
+        self.replay.apply(at, row, &mut self.scratch);
+        if at < start {
+            for ev in self.scratch.drain(..) {
+                w.hold(ev);
+            }
+            return;
+        }
+        if !w.entered {
+            // The alive tasks enter before this row's events.
+            let mut now = std::mem::take(&mut self.scratch);
+            w.enter(start, &self.replay, &mut self.out);
+            for ev in now.drain(..) {
+                let ev = w.shift(ev, start);
+                self.out.push_back(ev);
+            }
+            self.scratch = now;
+            return;
+        }
+        for ev in self.scratch.drain(..) {
+            let ev = w.shift(ev, start);
+            self.out.push_back(ev);
+        }
+    }
+
     fn next_row(&mut self) -> Option<Result<Timed<P::Row>, TraceError>> {
         for (table, head, ended) in &mut self.heads {
             if head.is_none() && !*ended {
@@ -213,8 +391,15 @@ impl<P: Replay> Iterator for Merged<P> {
             if self.failed {
                 return None;
             }
-            match self.next_row()? {
-                Ok(Timed { at, row }) => self.replay.apply(at, row, &mut self.out),
+            let Some(next) = self.next_row() else {
+                // The rows are over: a window never reached is an error.
+                let w = self.window.as_mut().filter(|w| !w.entered && w.start.is_some())?;
+                w.entered = true;
+                self.failed = true;
+                return Some(Err(w.past_the_trace()));
+            };
+            match next {
+                Ok(Timed { at, row }) => self.apply(at, row),
                 Err(e) => {
                     self.failed = true;
                     return Some(Err(e));
@@ -272,7 +457,7 @@ mod tests {
                 times.iter().map(|&t| Ok(Timed { at: Time(t), row: tag + t })).collect();
             Box::new(rows.into_iter())
         };
-        let s = stream(vec![tagged(&[1, 5, 9], 0), tagged(&[0, 5, 7], 100)], Echo);
+        let s = stream(vec![tagged(&[1, 5, 9], 0), tagged(&[0, 5, 7], 100)], Echo, None);
         let got: Vec<u64> = s
             .map(|e| match e.expect("event") {
                 WorkloadEvent::Finish { task, .. } => task.0,

@@ -15,8 +15,8 @@
 //! # Streaming
 //!
 //! Files are read one row at a time; the only state kept is per task that is
-//! alive (submitted and not yet finished nor dead) plus the rows inside the
-//! reorder window.
+//! alive (submitted and not yet finished nor dead), plus, for a table out
+//! of time order, the rows its sort holds in memory (see below).
 //!
 //! # Deaths
 //!
@@ -28,15 +28,42 @@
 //! The tables of a format are merged by time, so the events come out in
 //! non-decreasing time order.
 //!
-//! # Rows out of time order
+//! # Rows in any order
 //!
-//! Every table is expected in time order (the published Google traces are;
-//! for the others, sort first: see the format's module). A row that goes back
-//! in time by at most [`TraceOptions::reorder_window`] is put back in its place
-//! by a small buffer. A row that comes too late for that (a later row has
-//! already been replayed) is not dropped: it is replayed at the latest time
-//! already reached (its own times still set the task's work and offsets),
-//! and counted in [`BadRowCounter::late_rows`].
+//! Files and rows may come in any order (BigQuery exports are sharded in
+//! no order; part files may be given out of order): each table is sorted
+//! by time before it is replayed, stably, so rows of equal time keep the
+//! order they were read in (files in path order, then lines). The sort
+//! keeps at most [`TraceOptions::sort_memory`] of rows in memory: a table
+//! that fits is sorted in memory; one that does not but whose rows all
+//! come in time order (the published Google traces) is checked in a first
+//! pass and then streamed, nothing written; otherwise sorted runs are
+//! written to temporary files in [`TraceOptions::spill_dir`] and merged,
+//! the files removed when the stream ends or is dropped
+//! ([`BadRowCounter::spilled_runs`] counts them). A sort's progress can be
+//! followed with [`BadRowCounter::on_sort_progress`]. Sorting reads every
+//! row of a table before the first is replayed, even when the run's
+//! horizon stops short of the trace's end; [`TraceOptions::assume_sorted`]
+//! streams the tables as they come instead.
+//!
+//! The tables of a format are then merged by time, ties to the table listed
+//! first (a task's submission before its usage). Late rows
+//! ([`BadRowCounter::late_rows`], replayed at the latest time reached) no
+//! longer happen once the tables are sorted; the count stays as a guard.
+//!
+//! # Windows
+//!
+//! With [`TraceOptions::window_from`], the replay starts that long after the
+//! trace's first row (whatever its time: Google's traces start 600 s in,
+//! some exports days in), and that instant is time zero. Rows before it are
+//! read to know which tasks are alive then, and those tasks enter at time
+//! zero: one running in the trace with its remaining work (its work less
+//! what it ran before the window, its memory profile and later usage from
+//! that point on, its last usage sample as its memory), one still waiting
+//! as it was submitted. Tasks that ended before the window are not
+//! replayed. A window that starts after the trace's last row is a
+//! [`TraceError::Window`]. Where the window ends is the run's horizon: the
+//! engine counts and does not run the tasks submitted after it.
 //!
 //! # Bad rows
 //!
@@ -60,8 +87,9 @@ mod ids;
 mod jsonrows;
 mod lines;
 mod merge;
+mod sort;
 
-pub use counter::BadRowCounter;
+pub use counter::{BadRowCounter, SortHook};
 
 use crate::workload::{TraceError, WorkloadStream};
 use overbook_core::{Bytes, Time};
@@ -146,6 +174,21 @@ pub struct TraceOptions {
     /// How long a finished Alibaba batch task's request is kept for its
     /// late instances.
     pub forget_after: Duration,
+    /// Memory a table's rows may take while it is sorted by time (see
+    /// [Rows in any order](self#rows-in-any-order)); beyond it, sorted runs
+    /// go to temporary files.
+    pub sort_memory: usize,
+    /// Where those files go: the system's temporary directory when `None`.
+    pub spill_dir: Option<PathBuf>,
+    /// Trust that every table is in time order and stream it without a
+    /// first pass (a replay of the first hours of a long, ordered trace
+    /// then reads only those hours); a row back in time is put in place
+    /// within [`TraceOptions::reorder_window`], or replayed late and counted.
+    pub assume_sorted: bool,
+    /// Replay from this long after the trace's first row, that instant
+    /// becoming time zero (see [Windows](self#windows)); `None` keeps the
+    /// trace's own times (less [`TraceOptions::time_offset`]).
+    pub window_from: Option<Duration>,
 }
 
 impl Default for TraceOptions {
@@ -157,6 +200,10 @@ impl Default for TraceOptions {
             time_offset: Duration::ZERO,
             reorder_window: Duration::from_secs(60),
             forget_after: Duration::from_secs(6 * 3600),
+            sort_memory: 512 << 20,
+            spill_dir: None,
+            assume_sorted: false,
+            window_from: None,
         }
     }
 }
@@ -166,6 +213,15 @@ impl TraceOptions {
     fn time_us(&self, us: u64) -> Time {
         let offset = u64::try_from(self.time_offset.as_micros()).unwrap_or(u64::MAX);
         Time(us.saturating_sub(offset))
+    }
+
+    /// The sort's budget: none (`usize::MAX`) when the tables are trusted.
+    fn sort_budget(&self) -> usize {
+        if self.assume_sorted {
+            usize::MAX
+        } else {
+            self.sort_memory.min(usize::MAX - 1)
+        }
     }
 
     /// A memory normalized to `full` (1.0 for Google, 100 for Alibaba) in bytes.
