@@ -66,18 +66,21 @@ impl Drop for ControlPlane {
 fn output_within(mut cmd: Command, within: Duration) -> Output {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawns");
     // Drained on threads of their own: a full pipe must not stall the child.
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
-        v
-    });
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
-        v
-    });
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    // Collected with a deadline, not joined: a process the child started
+    // (the bench's hog) may hold a pipe open after the child is gone.
+    let drain = |mut from: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = from.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let out = drain(Box::new(stdout));
+    let err = drain(Box::new(stderr));
     let until = Instant::now() + within;
     let status = loop {
         if let Some(status) = child.try_wait().expect("waits") {
@@ -96,8 +99,8 @@ fn output_within(mut cmd: Command, within: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
+    let stdout = out.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+    let stderr = err.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
     let Some(status) = status else {
         panic!(
             "not done within {within:?}, killed:\n{}\n{}",

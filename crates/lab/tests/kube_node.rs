@@ -197,7 +197,9 @@ fn a_kubernetes_node_offers_its_spare_memory_preempts_best_effort_pods_and_tells
         .find(|(_, cg, _)| victim.ends_with(cg.name()))
         .expect("a best-effort pod")
         .clone();
-    let status = children[victim_child].wait().expect("the victim's process ends");
+    let status = eventually("the victim's process ends", Duration::from_secs(30), || {
+        children[victim_child].try_wait().expect("waits")
+    });
     assert!(!status.success(), "killed: {status:?}");
     assert_eq!(reader.try_wait().expect("reads"), None, "production is never touched");
     assert_eq!(children[0].try_wait().expect("reads"), None, "production is never touched");
@@ -291,8 +293,9 @@ fn a_kubernetes_node_offers_its_spare_memory_preempts_best_effort_pods_and_tells
     assert_eq!(class_of(&agent, &survivor.1).as_deref(), Some("critical"));
 
     drop(agent);
-    // A frozen process takes no signal: thawed before it is ended.
-    let _ = node.cg.thaw(&survivor.1, Duration::from_secs(2));
+    // A frozen process takes no signal: its cgroup is killed whole (which
+    // thaws it) before its processes are reaped.
+    let _ = node.cg.kill(&survivor.1);
     for mut child in children {
         let _ = child.kill();
         let _ = child.wait();
@@ -402,7 +405,7 @@ fn the_deploy_manifests_apply_and_grant_the_agent_every_verb_it_uses_and_no_more
         kinds(&agent, "api-server-trouble")
     );
     drop(agent);
-    let _ = node.cg.thaw(&pods[0], Duration::from_secs(2));
+    let _ = node.cg.kill(&pods[0]);
 
     // An account the manifests did not bind: refused, and said plainly.
     plane.ok(&["create", "serviceaccount", "nobody", "-n", "overbook"], None);
