@@ -186,7 +186,10 @@ fn a_kubernetes_node_offers_its_spare_memory_preempts_best_effort_pods_and_tells
     // Item 4: production thrashes on its file; one best-effort pod pays.
     let file = node.dir.path().join("working-set");
     let file = file.to_str().expect("utf-8").to_string();
-    let mut reader = run_in(&node, &prod_app, &["file", &file, "160M"]);
+    // Sized so that production and the pods placed want ~32 MiB more than
+    // the node has, however many the offer let in.
+    let size = format!("{}M", 280 - 40 * be.len());
+    let mut reader = run_in(&node, &prod_app, &["file", &file, &size]);
     run_for(&mut agent, start, Duration::from_secs(60), |a| !kinds(a, "preempted").is_empty());
     let preempted = kinds(&agent, "preempted");
     assert_eq!(preempted.len(), 1, "one victim within 60 s: {preempted:?}");
