@@ -193,14 +193,7 @@ pub const KILL: &str = "[policy.detector]\nkind = \"constraint-thrashing\"\ntole
 /// existing `container` (made by hand, as a kubelet or a pod's runtime
 /// would), and waits until it says `ready`.
 pub fn hold_in(node: &Node, container: &ContainerPath, size: &str) -> std::process::Child {
-    let mut child =
-        overbook_agent::spawn::command_in(&*node.cg, container, WORKLOAD, ["anon", size])
-            .expect("the cgroup's files")
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn the workload");
-    wait_ready(&mut child);
-    child
+    kube::run_in(node, container, &["anon", size])
 }
 
 /// Waits for a workload started with its stdout piped to say `ready`. Its
