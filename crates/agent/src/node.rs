@@ -387,12 +387,21 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         let limit = match self.root_limit.get() {
             Some(cached) => cached,
             None => {
-                let read = match self.cgroups.limit(&self.root) {
-                    Ok(Outcome::Done(l)) => l.bytes(),
-                    // The hierarchy's root has no limit file: the machine is the node.
-                    Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
-                    Err(e) => return Err(e),
-                };
+                // The tightest limit on the way up: a node cgroup can never
+                // hold more than an enclosing one allows.
+                let mut read: Option<u64> = None;
+                for path in self.limited_chain() {
+                    let l = match self.cgroups.limit(&path) {
+                        Ok(Outcome::Done(l)) => l.bytes(),
+                        // The hierarchy's root has no limit file: the machine is the node.
+                        Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
+                        Err(e) => return Err(e),
+                    };
+                    read = match (read, l) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
                 self.root_limit.set(Some(read));
                 read
             }
@@ -404,10 +413,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             _ => mem.available_or_free().min(capacity),
         };
         let stall = host::system_pressure()?.map(|p| p.some.total);
-        // A node with a limit of its own counts its hits; a node that is the
-        // whole machine was full when the kernel scanned to reclaim.
         let reclaims = match limit {
-            Some(_) => root_hits,
+            Some(_) => self.reclaims(root_hits)?,
+            // The whole machine: full when the kernel scanned to reclaim.
             None => host::vmstat()?.pages_scanned(),
         };
         Ok(NodeStats {
@@ -418,6 +426,41 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             stall,
             reclaims,
         })
+    }
+}
+
+impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
+    /// The root and the cgroups above it, up to (not including) the
+    /// hierarchy's root, whose memory is the machine's.
+    fn limited_chain(&self) -> impl Iterator<Item = ContainerPath> {
+        std::iter::successors(Some(self.root.clone()), ContainerPath::parent)
+            .take_while(|p| !p.is_root())
+    }
+
+    /// How often a node with a limit was full, as one count that grows:
+    /// the hits of the root's limit and of every limit above it, and the
+    /// machine's own reclaim scans. Any of them can be the one that binds:
+    /// a parent whose limit is reached first (a kubelet's `kubepods` in a
+    /// slice no larger, a test's node) takes the hits in the root's place,
+    /// and a full machine reclaims from every cgroup, limited or not.
+    /// Counting only the root's made thrashing under a binding parent look
+    /// like a working set read back into free memory, and never fire.
+    fn reclaims(&self, root_hits: Option<u64>) -> Result<Option<u64>, CgroupError> {
+        let mut total = root_hits;
+        let mut add = |n: Option<u64>| {
+            if let Some(n) = n {
+                total = Some(total.unwrap_or(0).saturating_add(n));
+            }
+        };
+        for path in self.limited_chain().skip(1) {
+            match self.cgroups.limit_hits(&path) {
+                Ok(Outcome::Done(hits)) => add(hits),
+                Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        add(host::vmstat()?.machine_reclaim_scans());
+        Ok(total)
     }
 }
 

@@ -469,23 +469,50 @@ fn a_checkpoint_where_criu_cannot_run_falls_back_and_says_why() {
     assert!(refused.is_err());
 }
 
-/// Whether the node's memory was full in an interval, for the detector: a
-/// node cgroup with a limit counts its hits of it (none yet here: the root
-/// counters are not read); a node that is the whole machine (no limit)
-/// counts the pages the kernel scanned to reclaim, which grow under load.
+/// Whether the node's memory was full in an interval, for the detector. A
+/// node cgroup with a limit counts the hits of its own limit and of every
+/// limit above it: here the node's parent binds first (as a kubelet's
+/// `kubepods` in a slice no larger can), and its hits are the node's. A
+/// node that is the whole machine (no limit) counts the pages the kernel
+/// scanned to reclaim.
 #[test]
-fn a_node_knows_when_its_memory_was_full_with_a_limit_or_as_the_whole_machine() {
+fn a_node_knows_when_its_memory_was_full_under_its_own_limit_a_parents_or_as_the_whole_machine() {
     use overbook_agent::classes::ClassRules;
     use overbook_agent::node::NodeView;
-    use overbook_linux::{ContainerPath, Outcome};
-    let Some(node) = Node::new("full", 256 * MIB) else { return };
+    use overbook_linux::{ContainerPath, Limit, Outcome};
+    let Some(mut node) = Node::new("full", 128 * MIB) else { return };
+    let made = |node: &mut Node, path: &ContainerPath, limit: Option<u64>| {
+        let made = node.cg.create(path, limit.map(Limit::Bytes)).expect("create");
+        assert_eq!(made, Outcome::Done(()), "{path}");
+        node.adopt(path.clone());
+    };
+    let inner = node.root.child("inner").expect("valid");
+    made(&mut node, &inner, Some(256 * MIB));
+    let app = inner.child("app").expect("valid");
+    made(&mut node, &app, None);
     let stats = |root: &ContainerPath| {
         let cg = host_cgroups(&HostSupport::probe()).expect("host cgroups");
-        NodeView::new(cg, root.clone(), None, ClassRules::default()).node_stats(None)
+        let view = NodeView::new(cg, root.clone(), None, ClassRules::default());
+        let counters = view.root_counters().expect("the root's counters");
+        (view.node_stats(counters.as_ref()).expect("node stats"), counters)
     };
-    let limited = stats(&node.root).expect("node stats");
-    assert_eq!(limited.capacity, 256 * MIB);
-    assert_eq!(limited.reclaims, None, "no root counters were given");
+    let (before, _) = stats(&inner);
+    assert_eq!(before.capacity, 128 * MIB, "the tightest limit above is the node's");
+    let before = before.reclaims.expect("counted");
+    // 200 MiB of page cache through a 128 MiB parent: reclaim at its limit.
+    let file = node.dir.path().join("fill");
+    let file = file.to_str().expect("utf-8").to_string();
+    let mut writer = common::kube::run_in(&node, &app, &["file", &file, "200M"]);
+    let (after, counters) = stats(&inner);
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let own = counters.and_then(|c| c.limit_hits).unwrap_or(0);
+    assert_eq!(own, 0, "the node's own limit was never reached: its parent's binds");
+    assert!(
+        after.reclaims.expect("counted") > before,
+        "the parent's hits count as the node's: {before} then {:?}",
+        after.reclaims
+    );
     // A second node with no limit, removed by its guard.
     struct Unlimited<'a>(&'a dyn NodeCgroups, ContainerPath);
     impl Drop for Unlimited<'_> {
@@ -497,7 +524,7 @@ fn a_node_knows_when_its_memory_was_full_with_a_limit_or_as_the_whole_machine() 
         .expect("valid");
     assert_eq!(node.cg.create(&path, None).expect("create"), Outcome::Done(()));
     let unlimited = Unlimited(&*node.cg, path);
-    let machine = stats(&unlimited.1).expect("node stats");
+    let (machine, _) = stats(&unlimited.1);
     assert!(machine.capacity > 256 * MIB, "the machine: {}", machine.capacity);
     assert!(machine.reclaims.is_some(), "the kernel's reclaim scans are read");
 }

@@ -53,6 +53,15 @@ impl VmStat {
     }
 }
 
+impl VmStat {
+    /// Pages scanned because the machine itself ran short (kswapd and
+    /// allocators' direct reclaim; the kernel leaves a cgroup's reclaim of
+    /// its own limit out of these two): `None` where either is not printed.
+    pub fn machine_reclaim_scans(&self) -> Option<u64> {
+        Some(self.pgscan_kswapd?.saturating_add(self.pgscan_direct?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +76,7 @@ mod tests {
         // This kernel counts its reclaim by type only (kswapd's is 0).
         assert_eq!(v.pgscan_kswapd, Some(0));
         assert_eq!(v.pages_scanned(), Some(4264206 + 37750294));
+        assert_eq!(v.machine_reclaim_scans(), Some(0), "never short on this machine");
     }
 
     #[test]
