@@ -258,6 +258,7 @@ fn a_replay_is_titled_by_its_trace_and_says_what_it_read_and_dropped() {
     assert!(stdout.contains("replay of the google-2011 trace"), "{stdout}");
     assert!(!stdout.contains("Paper vs overbook") && !stdout.contains("reproduces"), "{stdout}");
     assert!(stdout.contains("169 trace rows read"), "{stdout}");
+    assert!(stdout.contains("starting 0.0s after the trace's first row"), "{stdout}");
     assert!(stdout.contains("2 ended by the trace"), "{stdout}");
     assert!(stdout.contains("warning: the trace's tasks ran on 20 machines"), "{stdout}");
     let summary = std::fs::read_to_string(dir.path().join("summary.json")).expect("summary");

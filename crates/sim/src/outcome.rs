@@ -104,7 +104,7 @@ pub struct RunCounters {
 }
 
 /// What the trace reader saw, beside what the engine ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceCounts {
     /// Rows read from the trace's files, good or bad.
     pub rows_read: u64,
@@ -112,6 +112,9 @@ pub struct TraceCounts {
     pub unmatched: u64,
     /// Distinct machines the trace's rows name (0: the format names none).
     pub machines: u64,
+    /// The trace's first row's time, seconds of the trace's own clock, and
+    /// how long after it the window began (`None`: no row was read).
+    pub window: Option<(f64, f64)>,
 }
 
 /// One simulated run of one policy on one workload.

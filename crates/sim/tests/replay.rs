@@ -40,6 +40,10 @@ fn a_replay_counts_rows_read_unmatched_deaths_and_machines() {
     for key in ["rows_read", "unmatched", "after_horizon", "trace_deaths", "trace_machines"] {
         assert!(json.get(key).is_some_and(|v| v.is_u64()), "summary.json lacks {key}: {json}");
     }
+    // The window: from the first row (this fixture's is at 0), for the horizon.
+    assert_eq!(json["trace_first_row_s"], 0.0, "{json}");
+    assert_eq!(json["window_from_s"], 0.0, "{json}");
+    assert!(json["horizon_s"].as_f64().is_some_and(|h| h > 0.0), "{json}");
 }
 
 #[test]
@@ -61,8 +65,9 @@ fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     assert_eq!(
         err.to_string(),
         "the trace replay ran no task: 4 rows read, 0 skipped as bad, 1 unmatched, 0 tasks \
-         submitted after the horizon (sim.horizon = 6h; its first event is at 1day 3h 46m 40s); \
-         raise sim.horizon to reach them"
+         submitted after the horizon (sim.horizon = 6h, workload.from = 0s: the window starts \
+         0s after the trace's first row, at 100000 s on its clock; its first event is at 1day \
+         3h 46m 40s); raise sim.horizon to reach them"
     );
 
     let empty = dir.path().join("empty/task_events.csv");

@@ -188,6 +188,12 @@ pub struct TraceStats {
     pub trace_deaths: u64,
     /// Machines the trace's tasks ran on (0: the format does not say).
     pub trace_machines: u64,
+    /// The trace's first row, seconds of the trace's own clock (absent: no
+    /// row was read).
+    pub trace_first_row_s: Option<f64>,
+    /// How long after that row the window (time zero) began; it lasts
+    /// `horizon_s`.
+    pub window_from_s: Option<f64>,
 }
 
 impl RunSummary {
@@ -236,6 +242,8 @@ impl RunSummary {
                 after_horizon: c.after_horizon,
                 trace_deaths: c.trace_deaths,
                 trace_machines: t.machines,
+                trace_first_row_s: t.window.map(|w| w.0),
+                window_from_s: t.window.map(|w| w.1),
             }),
         }
     }

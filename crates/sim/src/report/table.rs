@@ -123,11 +123,23 @@ fn trace_note(s: &RunSummary) -> String {
                 0 => String::new(),
                 m => format!("; the trace's tasks ran on {m} machines"),
             };
+            let window = match (t.trace_first_row_s, t.window_from_s) {
+                (Some(first), Some(from)) => format!(
+                    "a window of {} starting {} after the trace's first row (at {first:.0} s \
+                     on its clock); ",
+                    human_secs(s.horizon_s),
+                    human_secs(from),
+                ),
+                _ => String::new(),
+            };
             format!(
-                "note: {}: {} trace rows read; {} rows skipped{skipped}, {} replayed late, {} \
-                 unmatched; {} tasks after the horizon; {} ended by the trace{machines}\n",
+                "note: {}: {window}{} trace rows read, {} tasks in {} jobs; {} rows \
+                 skipped{skipped}, {} replayed late, {} unmatched; {} tasks after the horizon; \
+                 {} ended by the trace{machines}\n",
                 s.run,
                 t.rows_read,
+                s.tasks,
+                s.jobs,
                 s.skipped_rows,
                 s.late_rows,
                 t.unmatched,
@@ -400,13 +412,16 @@ mod tests {
             after_horizon: 3,
             trace_deaths: 12,
             trace_machines: 4000,
+            trace_first_row_s: Some(600.0),
+            window_from_s: Some(7200.0),
         });
         s.nodes = 50;
         assert_eq!(
             trace_note(&s),
-            "note: a: 1000 trace rows read; 0 rows skipped, 0 replayed late, 7 unmatched; 3 \
-             tasks after the horizon; 12 ended by the trace; the trace's tasks ran on 4000 \
-             machines\n"
+            "note: a: a window of 1.0h starting 2.0h after the trace's first row (at 600 s on \
+             its clock); 1000 trace rows read, 2 tasks in 2 jobs; 0 rows skipped, 0 replayed \
+             late, 7 unmatched; 3 tasks after the horizon; 12 ended by the trace; the trace's \
+             tasks ran on 4000 machines\n"
         );
         let warning = cluster_warning(&[s.clone(), s.clone()]);
         assert_eq!(
@@ -424,12 +439,12 @@ mod tests {
         let mut b = s.clone().at_point("b", None);
         let text = render(&scenario, &[s.clone(), b.clone()], &[]);
         assert_eq!(text.matches("note: ").count(), 1, "{text}");
-        assert!(text.contains("note: every run: 1000 trace rows read;"), "{text}");
+        assert!(text.contains("note: every run: a window of 1.0h"), "{text}");
         if let Some(t) = b.trace.as_mut() {
             t.trace_deaths = 11;
         }
         let text = render(&scenario, &[s.clone(), b], &[]);
-        assert!(text.contains("note: a: 1000") && text.contains("note: b: 1000"), "{text}");
+        assert!(text.contains("note: a: a window") && text.contains("note: b: a window"), "{text}");
         for (nodes, warns) in [(2000, false), (1999, true), (8000, false), (8001, true)] {
             s.nodes = nodes;
             assert_eq!(!cluster_warning(std::slice::from_ref(&s)).is_empty(), warns, "{nodes}");

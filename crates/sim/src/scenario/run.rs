@@ -30,18 +30,40 @@ pub enum RunError {
     #[error(
         "the trace replay ran no task: {rows_read} rows read, {skipped} skipped as bad, \
          {unmatched} unmatched, {after_horizon} tasks submitted after the horizon \
-         (sim.horizon = {horizon}{first}){hint}"
+         ({window}{first}){hint}"
     )]
     EmptyReplay {
         rows_read: u64,
         skipped: u64,
         unmatched: u64,
         after_horizon: u64,
-        horizon: String,
-        /// Where the trace's first event is, as `; the trace begins at …`.
+        /// Where the window is, in the settings' terms.
+        window: String,
+        /// Where the trace's first event is, as `; its first event is at …`.
         first: String,
         hint: &'static str,
     },
+}
+
+/// Where a replay's window is: its length and start as set, and the
+/// trace's first row on its own clock once one was read.
+fn window_said(spec: &RunSpec, window: Option<(Time, Duration)>) -> String {
+    let span = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let from = match &spec.workload {
+        WorkloadSpec::Trace(t) => t.from.0,
+        _ => Duration::ZERO,
+    };
+    let first = match window {
+        Some((first, _)) => format!(", at {} s on its clock", first.as_secs_f64().round()),
+        None => String::new(),
+    };
+    format!(
+        "sim.horizon = {}, workload.from = {}: the window starts {} after the trace's first \
+         row{first}",
+        span(spec.sim.horizon.0),
+        span(from),
+        span(from),
+    )
 }
 
 fn setting(key: &str, problem: impl ToString) -> RunError {
@@ -125,6 +147,9 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                 rows_read: counter.rows_read(),
                 unmatched: counter.unmatched_rows(),
                 machines: counter.machines(),
+                window: counter
+                    .window()
+                    .map(|(first, from)| (first.as_secs_f64(), from.as_secs_f64())),
             });
             if result.outcomes.is_empty() {
                 let c = &result.counters;
@@ -153,7 +178,7 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                     skipped: c.skipped_rows,
                     unmatched: counter.unmatched_rows(),
                     after_horizon: c.after_horizon,
-                    horizon: humantime::format_duration(spec.sim.horizon.0).to_string(),
+                    window: window_said(spec, counter.window()),
                     first,
                     hint,
                 });

@@ -95,7 +95,7 @@ pub(crate) fn open(
         flat_containers,
         counter: counter.clone(),
     };
-    Ok(stream(tables, replay, opts.window_from))
+    Ok(stream(tables, replay, opts.window_from.map(|from| (from, counter.clone()))))
 }
 
 impl Spill for Row {

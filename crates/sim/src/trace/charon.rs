@@ -87,7 +87,7 @@ pub(crate) fn open(
     });
     let rows = sorted(make, counter, opts.sort_budget(), opts.spill_dir.clone());
     let table = reorder(rows, opts.reorder_window, counter);
-    Ok(stream(vec![table], Charon, opts.window_from))
+    Ok(stream(vec![table], Charon, opts.window_from.map(|from| (from, counter.clone()))))
 }
 
 impl Spill for TaskSpec {

@@ -1,9 +1,11 @@
 //! What a trace reader skipped or bent, for the caller to report.
 
 use crate::workload::TraceError;
+use overbook_core::Time;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Counts shared between a trace stream and its caller. The stream runs on
 /// whatever thread drains it, hence atomics rather than a `&mut`.
@@ -19,6 +21,8 @@ pub struct BadRowCounter {
     /// Runs written by sorts of out-of-order tables.
     spilled_runs: AtomicU64,
     sort_hook: Mutex<Option<SortHook>>,
+    /// The trace's first row's time and how long after it the window began.
+    window: Mutex<Option<(Time, Duration)>>,
 }
 
 /// Told how far a sort of an out-of-order table is: rows read, runs written.
@@ -52,6 +56,19 @@ impl BadRowCounter {
     /// them (0 when the format names none).
     pub fn machines(&self) -> u64 {
         self.machines.lock().map_or(0, |m| m.len() as u64)
+    }
+
+    /// Where the replay's window is: the time of the trace's first row (in
+    /// the trace's own clock) and how long after it the window starts;
+    /// `None` until the first row is read.
+    pub fn window(&self) -> Option<(Time, Duration)> {
+        self.window.lock().ok().and_then(|g| *g)
+    }
+
+    pub(crate) fn set_window(&self, first_row: Time, from: Duration) {
+        if let Ok(mut w) = self.window.lock() {
+            *w = Some((first_row, from));
+        }
     }
 
     /// The first skipped row's error, as an example for the report.

@@ -78,7 +78,11 @@ pub(crate) fn open(
     if !usage.is_empty() {
         tables.push(table(usage, opts, counter, parse_usage));
     }
-    Ok(stream(tables, Borg::new(flat_profiles, counter), opts.window_from))
+    Ok(stream(
+        tables,
+        Borg::new(flat_profiles, counter),
+        opts.window_from.map(|from| (from, counter.clone())),
+    ))
 }
 
 /// A row of either export.

@@ -166,7 +166,7 @@ pub(crate) trait Replay: Send {
 pub(crate) fn stream<P: Replay + 'static>(
     tables: Vec<Table<P::Row>>,
     replay: P,
-    window_from: Option<Duration>,
+    window: Option<(Duration, Arc<BadRowCounter>)>,
 ) -> WorkloadStream {
     Box::new(Merged {
         heads: tables.into_iter().map(|t| (t, None, false)).collect(),
@@ -174,7 +174,7 @@ pub(crate) fn stream<P: Replay + 'static>(
         out: VecDeque::new(),
         last: Time::ZERO,
         failed: false,
-        window: window_from.map(Window::new),
+        window: window.map(|(from, counter)| Window::new(from, counter)),
         scratch: VecDeque::new(),
     })
 }
@@ -190,6 +190,8 @@ struct Held {
 /// A replay window's state (see the module [`super`]'s Windows).
 struct Window {
     from: Duration,
+    /// Told where the window is, for the report.
+    counter: Arc<BadRowCounter>,
     /// The window's start in trace time, once the first row is read.
     start: Option<Time>,
     /// The last row's time before the window, for its error.
@@ -203,9 +205,10 @@ struct Window {
 }
 
 impl Window {
-    fn new(from: Duration) -> Window {
+    fn new(from: Duration, counter: Arc<BadRowCounter>) -> Window {
         Window {
             from,
+            counter,
             start: None,
             first: Time::ZERO,
             last: Time::ZERO,
@@ -329,6 +332,7 @@ impl<P: Replay> Merged<P> {
         };
         let start = *w.start.get_or_insert_with(|| {
             w.first = at;
+            w.counter.set_window(at, w.from);
             at + w.from
         });
         w.last = at;
