@@ -66,6 +66,24 @@ impl MemProfile {
         &self.points
     }
 
+    /// Halve the points before index `keep`: each pair becomes one point at
+    /// the first's offset holding the larger memory. The profile from
+    /// `points()[keep]` on is unchanged, and before it never holds less
+    /// than it did: an envelope, coarser in time.
+    pub fn coarsen_before(&mut self, keep: usize) {
+        let keep = keep.min(self.points.len());
+        let mut write = 0;
+        let mut read = 0;
+        while read < keep {
+            let end = (read + 2).min(keep);
+            let mem = self.points[read..end].iter().map(|p| p.1).max().unwrap_or(0);
+            self.points[write] = (self.points[read].0, mem);
+            write += 1;
+            read = end;
+        }
+        self.points.drain(write..keep);
+    }
+
     /// Memory held at work offset `at` (0 for an empty profile).
     pub fn at(&self, at: Duration) -> Bytes {
         let i = self.points.partition_point(|p| p.0 <= at);
@@ -197,6 +215,31 @@ pub type WorkloadStream = Box<dyn Iterator<Item = Result<WorkloadEvent, TraceErr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_coarsened_profile_is_an_envelope_and_keeps_its_tail() {
+        let points: Vec<(Duration, Bytes)> =
+            (0..9u64).map(|i| (Duration::from_secs(i * 10), (i * 7 % 5) * 100)).collect();
+        let before = MemProfile::from_points(points);
+        let mut after = before.clone();
+        after.coarsen_before(6);
+        assert_eq!(after.points().len(), 3 + 3, "six points before index 6 become three");
+        for t in 0..100 {
+            let at = Duration::from_secs(t);
+            if at >= Duration::from_secs(60) {
+                assert_eq!(after.at(at), before.at(at), "the tail is unchanged at {t}");
+            } else {
+                assert!(after.at(at) >= before.at(at), "never less at {t}");
+            }
+        }
+        let mut odd = before.clone();
+        odd.coarsen_before(5);
+        assert_eq!(odd.points().len(), 3 + 4);
+        assert_eq!(odd.points()[2], before.points()[4], "an odd one out stays as it is");
+        let mut all = before.clone();
+        all.coarsen_before(usize::MAX);
+        assert_eq!(all.points().len(), 5);
+    }
+
     use super::*;
 
     fn s(x: u64) -> Duration {

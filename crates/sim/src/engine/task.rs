@@ -10,6 +10,13 @@ use std::time::Duration;
 /// Profile points a task keeps at hand (`Task::window`).
 const WINDOW: usize = 6;
 
+/// Profile points a task keeps at most behind its progress before they are
+/// coarsened. A trace's usage rows become points of a live task's profile
+/// (a restart replays it from the start), so without a bound a task's
+/// memory grew with the trace's length: 29 days of 5-minute samples are
+/// 8,352 points, 134 KB a task.
+const PAST_POINTS: usize = 512;
+
 /// Where a task is in its life. A finished task has no phase: it leaves the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -188,6 +195,15 @@ impl Task {
     pub fn push_usage(&mut self, offset: Duration, mem: Bytes) {
         self.spec.profile.push(offset, mem);
         self.window_len = 0;
+        // Only what is behind it, short of the point in force: its memory
+        // now and ahead stays exact; a restart replays a coarser past
+        // that never holds less.
+        let passed = self.locate().saturating_sub(1);
+        if passed > PAST_POINTS {
+            self.spec.profile.coarsen_before(passed);
+            self.cursor = 0;
+            self.window_len = 0;
+        }
     }
 
     /// Profile point `i` (`i` < the profile's length), from the window when
@@ -280,5 +296,42 @@ impl Task {
     pub fn bump(&mut self) -> u32 {
         self.epoch = self.epoch.wrapping_add(1);
         self.epoch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{MemProfile, TaskKey};
+    use overbook_core::{Class, JobId};
+
+    #[test]
+    fn a_long_lived_tasks_profile_stays_bounded_and_exact_from_its_progress_on() {
+        let spec = TaskSpec {
+            key: TaskKey(1),
+            job: JobId(1),
+            submit: Time::ZERO,
+            class: Class::BestEffort,
+            priority: 0,
+            request: 1 << 30,
+            cpus: 1.0,
+            work: None,
+            profile: MemProfile::default(),
+            weight: 1,
+            pauses: Vec::new(),
+        };
+        let mut task = Task::new(ContainerId(1), spec);
+        let five_minutes = Duration::from_secs(300);
+        // 29 days of 5-minute samples, the task keeping up with them.
+        for i in 0..29 * 288u64 {
+            let at = five_minutes * i as u32;
+            task.progress = at;
+            task.push_usage(at, (i % 97) << 20);
+            assert_eq!(task.profile_mem(), (i % 97) << 20, "exact where it is, at sample {i}");
+        }
+        let kept = task.spec.profile.points().len();
+        assert!(kept <= PAST_POINTS + 2, "{kept} points kept");
+        let peak = task.spec.profile.points().iter().map(|p| p.1).max();
+        assert_eq!(peak, Some(96 << 20), "the past's peak is kept");
     }
 }

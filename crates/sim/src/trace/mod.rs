@@ -34,10 +34,12 @@
 //! no order; part files may be given out of order): each table is sorted
 //! by time before it is replayed, stably, so rows of equal time keep the
 //! order they were read in (files in path order, then lines). The sort
-//! keeps at most [`TraceOptions::sort_memory`] of rows in memory: a table
-//! that fits is sorted in memory; one that does not but whose rows all
+//! keeps at most [`TraceOptions::sort_memory`] of rows in memory: a small
+//! table (16 MiB of rows) is sorted in memory; a larger one whose rows all
 //! come in time order (the published Google traces) is checked in a first
-//! pass and then streamed, nothing written; otherwise sorted runs are
+//! pass and then streamed, nothing kept or written, so that memory follows
+//! the live tasks and not the trace's length; one out of order is sorted
+//! in memory if it fits in the budget; otherwise sorted runs are
 //! written to temporary files in [`TraceOptions::spill_dir`] and merged,
 //! the files removed when the stream ends or is dropped
 //! ([`BadRowCounter::spilled_runs`] counts them). A sort's progress can be
