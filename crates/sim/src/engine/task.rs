@@ -323,8 +323,9 @@ mod tests {
         let mut task = Task::new(ContainerId(1), spec);
         let five_minutes = Duration::from_secs(300);
         // 29 days of 5-minute samples, the task keeping up with them.
-        for i in 0..29 * 288u64 {
-            let at = five_minutes * i as u32;
+        for i in 0..29 * 288u32 {
+            let at = five_minutes * i;
+            let i = u64::from(i);
             task.progress = at;
             task.push_usage(at, (i % 97) << 20);
             assert_eq!(task.profile_mem(), (i % 97) << 20, "exact where it is, at sample {i}");

@@ -433,15 +433,15 @@ mod tests {
     #[test]
     fn a_long_table_in_order_is_streamed_not_kept_however_large_the_budget() {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let n = (IN_ORDER_KEEP / std::mem::size_of::<Timed<R>>()) as u64 + 1000;
+        let n = IN_ORDER_KEEP / std::mem::size_of::<Timed<R>>() + 1000;
         let passes = Arc::new(AtomicUsize::new(0));
         let make = |late: bool| -> Make<R> {
             let passes = passes.clone();
             Box::new(move |_| {
                 passes.fetch_add(1, Ordering::Relaxed);
                 let rows = (0..n).map(move |i| {
-                    let at = if late && i == n - 1 { 0 } else { i };
-                    Ok(Timed { at: Time(at), row: R(0, i as usize) })
+                    let at = if late && i == n - 1 { 0 } else { i as u64 };
+                    Ok(Timed { at: Time(at), row: R(0, i) })
                 });
                 Box::new(rows)
             })
@@ -449,13 +449,13 @@ mod tests {
         let c = Arc::new(BadRowCounter::default());
         let budget = 4 * IN_ORDER_KEEP;
         let got = sorted(make(false), &c, budget, None).map(|r| r.expect("row").at.0);
-        assert!(got.eq(0..n), "every row, in order");
+        assert!(got.eq(0..n as u64), "every row, in order");
         assert_eq!(passes.load(Ordering::Relaxed), 2, "checked, then streamed");
         // The last row back in time: sorted, in memory within the budget.
         passes.store(0, Ordering::Relaxed);
         let got: Vec<u64> =
             sorted(make(true), &c, budget, None).map(|r| r.expect("row").at.0).collect();
-        assert_eq!((got.len() as u64, got[0], got[1]), (n, 0, 0));
+        assert_eq!((got.len(), got[0], got[1]), (n, 0, 0));
         assert_eq!(passes.load(Ordering::Relaxed), 2, "read again to sort");
         assert_eq!(c.spilled_runs(), 0, "nothing written");
     }
