@@ -6,20 +6,20 @@ use clap::Subcommand;
 use overbook_lab::bench::kill_latency::{self, KillLatencyReport, KillPlan, Killer, Progress};
 use overbook_lab::bench::overhead::{self, OverheadPlan, OverheadReport};
 use overbook_lab::bench::{Percentiles, WorkloadProgram};
-use overbook_sim::scenario::{self, Scenario};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+mod grid;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Simulator speed at Google scale: a day of a 12,500-node cell with about
     /// 600,000 tasks and usage every 5 minutes, under Charon's policy.
-    /// Prints wall time, events per second and peak memory.
-    Sim {
-        /// Override settings of the `scale` scenario (`--set cluster.nodes=1000`).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-    },
+    /// Prints wall time, events per second and peak memory. With --grid, how
+    /// time and memory grow with the cluster (1,000 to 12,500 nodes, a day)
+    /// and with the span (1, 7 and 29 days, 1,000 nodes), each point a
+    /// process of its own, drawn as plots.
+    Sim(grid::SimArgs),
     /// Kill latency under real thrashing in a node cgroup (root): the
     /// overbook agent, a 10%-free threshold killer and the kernel OOM killer,
     /// each killing best-effort victims of every size; p50/p99 of pressure →
@@ -314,7 +314,7 @@ pub struct OverheadArgs {
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
-        BenchCommand::Sim { set } => bench_sim(&set),
+        BenchCommand::Sim(args) => grid::bench_sim(args),
         BenchCommand::KillLatency(args) => kill_latency(args),
         BenchCommand::AgentOverhead(args) => agent_overhead(args),
         BenchCommand::Calibrate(args) => calibrate(args),
@@ -325,35 +325,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Kubernetes(args) => kubernetes(args),
         BenchCommand::CheckpointWorker(args) => checkpoint_worker(args),
     }
-}
-
-fn bench_sim(set: &[String]) -> Result<()> {
-    let scenario = Scenario::load("scale", set)?;
-    for run in &scenario.runs {
-        let started = Instant::now();
-        let result =
-            scenario::execute(run, &mut ()).with_context(|| format!("run {}", run.name))?;
-        let wall = started.elapsed().as_secs_f64();
-        let tasks = result.outcomes.len();
-        let events = result.counters.events;
-        println!("run:              {}", run.name);
-        println!("nodes:            {}", result.counters.nodes);
-        println!("tasks:            {tasks}");
-        println!("simulated time:   {:.1} h", result.counters.horizon.as_secs_f64() / 3600.0);
-        println!("events:           {events}");
-        println!("wall time:        {wall:.2} s (one core)");
-        println!("events/s:         {:.2} M", events as f64 / wall.max(1e-9) / 1e6);
-        match peak_rss_kib() {
-            Some(kib) => println!("peak RSS:         {:.0} MiB", kib as f64 / 1024.0),
-            None => println!("peak RSS:         unknown (no /proc/self/status)"),
-        }
-    }
-    Ok(())
-}
-
-/// `VmHWM` of this process: the most resident memory it ever held.
-fn peak_rss_kib() -> Option<u64> {
-    overbook_linux::process::own_status().ok()?.vm_hwm.map(|bytes| bytes / 1024)
 }
 
 const MIB: u64 = 1 << 20;

@@ -192,6 +192,12 @@ where
     for (i, s) in series.iter().enumerate() {
         let line = LineSeries::new(s.points.iter().copied(), color(i).stroke_width(2));
         ctx.draw_series(line).map_err(fail)?;
+        // A few measured points, not a sampled curve: show where they are.
+        if s.points.len() <= 16 {
+            let c = color(i);
+            ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(fail)?;
+        }
     }
     Ok(())
 }

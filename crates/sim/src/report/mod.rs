@@ -78,6 +78,28 @@ pub fn draw_bars(
     draw_bars_with_intervals(path, title, y_label, y_max, categories, series)
 }
 
+/// Lines over a numeric x axis from zero into `path`, SVG or PNG by its
+/// extension, each point marked: for benchmarks' scaling curves
+/// (`overbook bench sim --grid`).
+pub fn draw_lines(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> Result<(), String> {
+    let chart = draw::Chart {
+        title: title.into(),
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        y_max: None,
+        kind: draw::Kind::Lines(
+            series.into_iter().map(|(name, points)| draw::Series { name, points }).collect(),
+        ),
+    };
+    draw::draw_file(path, &chart)
+}
+
 /// One series of bars: its name, a value per category, and (maybe empty)
 /// an interval per category.
 pub type IntervalBars = (String, Vec<Option<f64>>, Vec<Option<[f64; 2]>>);

@@ -1,0 +1,220 @@
+//! `overbook bench sim`: the simulator's speed and memory at Google scale,
+//! one run, or (`--grid`) how they grow with the cluster and the span, each
+//! point run as a process of its own so that its peak memory is its own.
+
+use anyhow::{bail, Context, Result};
+use overbook_sim::scenario::{self, Scenario};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Override settings of the `scale` scenario (`--set cluster.nodes=1000`);
+    /// with --grid, of every point.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Run the grid: 1,000, 2,500, 5,000 and 12,500 nodes over a day, and
+    /// 1,000 nodes over 7 and 29 days (about 5 minutes on one idle core).
+    #[arg(long)]
+    grid: bool,
+    /// With --grid: where grid.json and the plots go.
+    #[arg(long, requires = "grid", default_value = "out/bench-sim")]
+    out: PathBuf,
+    /// Print each run's result as one line of JSON (what --grid reads from
+    /// each point).
+    #[arg(long, conflicts_with = "grid")]
+    json: bool,
+}
+
+/// One run's measure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SimPoint {
+    pub run: String,
+    pub nodes: usize,
+    pub days: f64,
+    pub tasks: usize,
+    pub events: u64,
+    /// Wall time of the run on one core, seconds.
+    pub wall_s: f64,
+    pub events_per_s: f64,
+    /// The process's peak resident memory, MiB (`None`: no /proc).
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// The grid's points: (nodes, days). A day at every size, then longer
+/// spans at the smallest (a 29-day run at 12,500 nodes takes a quarter of
+/// an hour).
+const GRID: [(usize, u32); 6] =
+    [(1000, 1), (2500, 1), (5000, 1), (12_500, 1), (1000, 7), (1000, 29)];
+
+pub fn bench_sim(args: SimArgs) -> Result<()> {
+    if args.grid {
+        return grid(&args.set, &args.out);
+    }
+    let scenario = Scenario::load("scale", &args.set)?;
+    for run in &scenario.runs {
+        let started = Instant::now();
+        let result =
+            scenario::execute(run, &mut ()).with_context(|| format!("run {}", run.name))?;
+        let wall = started.elapsed().as_secs_f64();
+        let c = &result.counters;
+        let point = SimPoint {
+            run: run.name.clone(),
+            nodes: c.nodes,
+            days: run.spec.sim.horizon.0.as_secs_f64() / 86_400.0,
+            tasks: result.outcomes.len(),
+            events: c.events,
+            wall_s: wall,
+            events_per_s: c.events as f64 / wall.max(1e-9),
+            peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&point)?);
+            continue;
+        }
+        println!("run:              {}", point.run);
+        println!("nodes:            {}", point.nodes);
+        println!("tasks:            {}", point.tasks);
+        println!("simulated time:   {:.1} h", c.horizon.as_secs_f64() / 3600.0);
+        println!("events:           {}", point.events);
+        println!("wall time:        {wall:.2} s (one core)");
+        println!("events/s:         {:.2} M", point.events_per_s / 1e6);
+        match point.peak_rss_mib {
+            Some(mib) => println!("peak RSS:         {mib:.0} MiB"),
+            None => println!("peak RSS:         unknown (no /proc/self/status)"),
+        }
+    }
+    Ok(())
+}
+
+/// `VmHWM` of this process: the most resident memory it ever held.
+fn peak_rss_kib() -> Option<u64> {
+    overbook_linux::process::own_status().ok()?.vm_hwm.map(|bytes| bytes / 1024)
+}
+
+fn grid(set: &[String], out: &Path) -> Result<()> {
+    // Refuse bad settings before a quarter of an hour of runs.
+    Scenario::load("scale", set)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let exe = std::env::current_exe().context("finding the overbook binary")?;
+    let mut points = Vec::new();
+    for (i, &(nodes, days)) in GRID.iter().enumerate() {
+        eprintln!("[{}/{}] {nodes} nodes over {days} day(s) …", i + 1, GRID.len());
+        let mut cmd = Command::new(&exe);
+        cmd.args(["bench", "sim", "--json"]);
+        for s in set {
+            cmd.args(["--set", s]);
+        }
+        cmd.args(["--set", &format!("cluster.nodes={nodes}")]);
+        cmd.args(["--set", &format!("sim.horizon={days}d")]);
+        let output = cmd
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", exe.display()))?;
+        if !output.status.success() {
+            bail!("the point {nodes} nodes × {days} days failed: {}", output.status);
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let line = text.lines().next().unwrap_or_default();
+        let point: SimPoint = serde_json::from_str(line)
+            .with_context(|| format!("the point's output is not its result: {line:?}"))?;
+        eprintln!(
+            "        {:.1} s, {:.2} M events/s, {} peak",
+            point.wall_s,
+            point.events_per_s / 1e6,
+            point.peak_rss_mib.map_or("unknown".into(), |m| format!("{m:.0} MiB"))
+        );
+        points.push(point);
+    }
+    let json = out.join("grid.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&points)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    println!("{}", table(&points));
+    for path in plots(&points, out)? {
+        println!("wrote {}", path.display());
+    }
+    println!("wrote {}", json.display());
+    Ok(())
+}
+
+fn table(points: &[SimPoint]) -> String {
+    let mut t =
+        String::from("nodes   days      tasks       events   wall s   M events/s   peak MiB\n");
+    for p in points {
+        let mib = p.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}"));
+        t.push_str(&format!(
+            "{:>5} {:>6} {:>10} {:>12} {:>8.1} {:>12.2} {:>10}\n",
+            p.nodes,
+            p.days,
+            p.tasks,
+            p.events,
+            p.wall_s,
+            p.events_per_s / 1e6,
+            mib
+        ));
+    }
+    t
+}
+
+/// One of the grid's plots: a measure against an axis, over some points.
+struct Plot<'a> {
+    file: &'a str,
+    title: &'a str,
+    points: &'a [&'a SimPoint],
+    x: (fn(&SimPoint) -> f64, &'a str),
+    y: (fn(&SimPoint) -> f64, &'a str),
+}
+
+/// Wall time and peak memory against nodes (one day) and against days
+/// (the smallest cluster), four plots.
+fn plots(points: &[SimPoint], out: &Path) -> Result<Vec<PathBuf>> {
+    let smallest = points.iter().map(|p| p.nodes).min().unwrap_or(0);
+    let by_nodes: Vec<&SimPoint> = points.iter().filter(|p| p.days == 1.0).collect();
+    let by_days: Vec<&SimPoint> = points.iter().filter(|p| p.nodes == smallest).collect();
+    let time = (|p: &SimPoint| p.wall_s) as fn(&SimPoint) -> f64;
+    let memory = (|p: &SimPoint| p.peak_rss_mib.unwrap_or(0.0)) as fn(&SimPoint) -> f64;
+    let nodes = (|p: &SimPoint| p.nodes as f64) as fn(&SimPoint) -> f64;
+    let days = (|p: &SimPoint| p.days) as fn(&SimPoint) -> f64;
+    let charts = [
+        Plot {
+            file: "sim-time-by-nodes.png",
+            title: "Wall time, one simulated day",
+            points: &by_nodes,
+            x: (nodes, "nodes"),
+            y: (time, "seconds"),
+        },
+        Plot {
+            file: "sim-memory-by-nodes.png",
+            title: "Peak memory, one simulated day",
+            points: &by_nodes,
+            x: (nodes, "nodes"),
+            y: (memory, "MiB"),
+        },
+        Plot {
+            file: "sim-time-by-days.png",
+            title: "Wall time, 1,000 nodes",
+            points: &by_days,
+            x: (days, "simulated days"),
+            y: (time, "seconds"),
+        },
+        Plot {
+            file: "sim-memory-by-days.png",
+            title: "Peak memory, 1,000 nodes",
+            points: &by_days,
+            x: (days, "simulated days"),
+            y: (memory, "MiB"),
+        },
+    ];
+    let mut written = Vec::new();
+    for plot in charts {
+        let path = out.join(plot.file);
+        let line = plot.points.iter().map(|p| (plot.x.0(p), plot.y.0(p))).collect();
+        let series = vec![(plot.y.1.to_string(), line)];
+        overbook_sim::report::draw_lines(&path, plot.title, plot.x.1, plot.y.1, series)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
