@@ -229,7 +229,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     /// After the agent's own preemption or resume of a pod is recorded
     /// (`kind` and its `detail`), the pod's writes, in order: its Event,
     /// then its eviction (a kill) or its condition (a freeze, a checkpoint,
-    /// a resume). Only pods the API server told of.
+    /// a resume). Only pods the API server told of: for any other, an
+    /// `api-write-failed` says that nothing could be written.
     pub(super) fn tell_api(
         &mut self,
         now: Time,
@@ -238,8 +239,24 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         detail: &serde_json::Value,
     ) {
         let Some(pods) = &self.pods else { return };
-        let Some(uid) = self.view.pod_uid(path) else { return };
-        let Some((pod, _)) = pods.seen.get(uid) else { return };
+        let uid = self.view.pod_uid(path);
+        let Some((pod, _)) = uid.and_then(|uid| pods.seen.get(uid)) else {
+            // A pod deleted on the server, or never listed (its cgroup
+            // made before the watch caught up): no object to write to.
+            let error = match uid {
+                Some(uid) => format!("the API server has no pod of uid {uid} on this node"),
+                None => "its cgroup names no pod uid".to_string(),
+            };
+            let detail = json!({
+                "what": "event",
+                "pod": null,
+                "error": error,
+                "then": "given up: nothing to write to",
+            });
+            let container = path.clone();
+            self.record(now, EventKind::ApiWriteFailed, Some(&container), detail);
+            return;
+        };
         let pod = pod.clone();
         let usage_mib = detail["usage"].as_u64().map(|u| u >> 20);
         let evidence = match (

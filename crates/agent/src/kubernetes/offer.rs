@@ -74,6 +74,13 @@ pub struct Publisher {
 /// The shortest time between two told values, but for a drop to zero.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
+/// An unchanged offer is told again this long after it was last told. The
+/// agent never reads its Node (it has no `nodes get`), and the value can be
+/// lost there: a kubelet that registers its Node anew rebuilds its status
+/// from what it knows, and anyone may patch it. Once a minute is a small
+/// share of the status updates a kubelet makes itself.
+pub const REFRESH: Duration = Duration::from_secs(60);
+
 impl Publisher {
     /// `step` in bytes (at least 1 MiB is taken); `period` for small changes.
     pub fn new(step: u64, period: Duration) -> Publisher {
@@ -100,7 +107,8 @@ impl Publisher {
         };
         if mib == was {
             self.differs_since = None;
-            return None;
+            let stale = self.told_at.is_none_or(|t| now.since(t) >= REFRESH);
+            return stale.then(|| self.tell(now, mib, "unchanged: told again"));
         }
         if mib == 0 {
             return Some(self.tell(now, 0, "dropped to zero: launches wait"));
@@ -247,6 +255,11 @@ mod tests {
         assert_eq!((zero.mib, zero.was_mib), (0, Some(775)));
         assert_eq!(p.offer(at(t0, 41_200), MIB / 2), None, "still zero in whole MiB");
         assert_eq!(p.told(), Some(0));
+        // Unchanged, it is told again once a minute.
+        assert_eq!(p.offer(at(t0, 41_100 + 59_900), 0), None);
+        let again = p.offer(at(t0, 41_100 + 60_000), 0).expect("told again");
+        assert_eq!((again.mib, again.was_mib), (0, Some(0)));
+        assert_eq!(p.offer(at(t0, 41_100 + 60_100), 0), None, "then not for another minute");
     }
 
     #[test]
