@@ -103,3 +103,99 @@ fn shuffled_rows_give_the_summary_of_the_ordered_trace_in_memory_or_through_file
     assert_eq!(summary_json(&shuffled, &small), ordered, "sorted through files");
     assert_eq!(std::fs::read_dir(&spill).expect("dir").count(), 0, "temporary files removed");
 }
+
+/// A copy of fixture `from` in a temporary directory (its `broken` examples
+/// left out), with `extra` files (name, text) added.
+fn fixture_with(from: &str, extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = fixture(from);
+    let mut stack = vec![src.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("dir") {
+            let path = entry.expect("entry").path();
+            let to = dir.path().join(path.strip_prefix(&src).expect("inside"));
+            if path.is_dir() {
+                if path.ends_with("broken") {
+                    continue;
+                }
+                std::fs::create_dir_all(&to).expect("mkdir");
+                stack.push(path);
+            } else {
+                std::fs::copy(&path, &to).expect("copy");
+            }
+        }
+    }
+    for (name, text) in extra {
+        let to = dir.path().join(name);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&to, text).expect("write");
+    }
+    dir
+}
+
+fn with_cluster(format: &str, path: &Path, cluster: &str) -> Result<RunSummary, RunError> {
+    let text = format!(
+        "name = \"t\"\ntitle = \"t\"\n[base.cluster]\nnodes = 4\n[base.workload]\nkind = \"trace\"\n\
+         format = \"{format}\"\npaths = [{path:?}]\ncluster = \"{cluster}\"\n[[variants]]\nname = \"a\"\n"
+    );
+    let s = Scenario::parse(&text, "t", &[]).expect("scenario");
+    Ok(RunSummary::new(&execute(&s.runs[0], &mut ())?, 32))
+}
+
+#[test]
+fn the_cluster_is_the_machine_tables_when_the_trace_has_one() {
+    // Google 2011: twelve machines added, ten of half the largest's memory;
+    // one added twice (after a REMOVE), one UPDATE: still twelve.
+    let mut events = String::new();
+    for m in 1..=12 {
+        let mem = if m <= 10 { "0.5" } else { "1" };
+        events.push_str(&format!("0,{m},0,p,0.5,{mem}\n"));
+    }
+    events.push_str("5000000,3,1,p,0.5,0.5\n6000000,3,0,p,0.5,0.5\n7000000,4,2,p,0.5,0.25\n");
+    let trace = fixture_with("google-2011/plain", &[("machine_events/part-0.csv", &events)]);
+    let s = with_cluster("google-2011", trace.path(), "auto").expect("runs");
+    assert_eq!(s.nodes, 12, "the table's machines, not cluster.nodes");
+    let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("said");
+    assert_eq!((m.machines, m.node_memory, m.with_that_memory), (12, 32 << 30, 10));
+    let json = serde_json::to_value(&s).expect("json");
+    assert_eq!(json["machine_table"]["machines"], 12, "{json}");
+    let s = with_cluster("google-2011", trace.path(), "settings").expect("runs");
+    assert_eq!(s.nodes, 4, "the settings when asked");
+    assert!(s.trace.as_ref().is_some_and(|t| t.machine_table.is_none()));
+
+    // No machine table: the settings, or an error when the trace's is asked for.
+    let plain = fixture("google-2011/plain");
+    assert_eq!(with_cluster("google-2011", &plain, "auto").expect("runs").nodes, 4);
+    let err = with_cluster("google-2011", &plain, "trace").expect_err("none");
+    assert_eq!(
+        err.to_string(),
+        "workload.cluster: \"trace\": no machine_events table among the trace's files"
+    );
+
+    // A bad row names its file and line.
+    let bad = fixture_with(
+        "google-2011/plain",
+        &[("machine_events/part-0.csv", "0,1,0,p,0.5,0.5\n0,2,0,p,0.5,lots\n")],
+    );
+    let err = with_cluster("google-2011", bad.path(), "auto").expect_err("bad");
+    let text = err.to_string();
+    assert!(text.contains("part-0.csv:2") && text.contains("memory"), "{text}");
+}
+
+#[test]
+fn alibaba_and_google_2019_machine_tables_size_the_cluster_too() {
+    // Alibaba's machine_meta: ids as text, memory normalized to 100.
+    let meta = "m_1,0,1,1,96,50,USING\nm_2,0,1,1,96,50,USING\nm_3,0,1,1,96,100,USING\nm_1,10,1,1,96,50,USING\n";
+    let trace = fixture_with("alibaba-2018", &[("machine_meta.csv", meta)]);
+    let s = with_cluster("alibaba-2018", trace.path(), "auto").expect("runs");
+    assert_eq!(s.nodes, 3);
+    let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("said");
+    assert_eq!((m.node_memory, m.with_that_memory), (32 << 30, 2));
+    // Google 2019: a header, types by number or name, nested memory flattened.
+    let events = "time,machine_id,type,capacity.cpus,capacity.memory\n0,7,1,0.5,0.25\n0,8,ADD,0.5,0.25\n9,7,2,,\n";
+    let trace = fixture_with("google-2019/csv", &[("machine_events.csv", events)]);
+    let s = with_cluster("google-2019", trace.path(), "auto").expect("runs");
+    assert_eq!(s.nodes, 2);
+    let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("said");
+    assert_eq!((m.node_memory, m.with_that_memory), (16 << 30, 2));
+}

@@ -194,6 +194,18 @@ pub struct TraceStats {
     /// How long after that row the window (time zero) began; it lasts
     /// `horizon_s`.
     pub window_from_s: Option<f64>,
+    /// The cluster came from the trace's machine table (`workload.cluster`):
+    /// its machines, the node memory most of them had (bytes), and how many
+    /// had it. Absent: the cluster is the settings'.
+    pub machine_table: Option<MachineTable>,
+}
+
+/// The trace's machine table, as the cluster was sized from it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MachineTable {
+    pub machines: u64,
+    pub node_memory: u64,
+    pub with_that_memory: u64,
 }
 
 impl RunSummary {
@@ -244,6 +256,11 @@ impl RunSummary {
                 trace_machines: t.machines,
                 trace_first_row_s: t.window.map(|w| w.0),
                 window_from_s: t.window.map(|w| w.1),
+                machine_table: t.machine_table.map(|(machines, node_memory, with)| MachineTable {
+                    machines,
+                    node_memory,
+                    with_that_memory: with,
+                }),
             }),
         }
     }

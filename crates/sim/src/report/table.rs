@@ -119,10 +119,19 @@ fn trace_note(s: &RunSummary) -> String {
         s.first_skipped_row.as_deref().map(|r| format!(" (first: {r})")).unwrap_or_default();
     match &s.trace {
         Some(t) => {
-            let machines = match t.trace_machines {
+            let mut machines = match t.trace_machines {
                 0 => String::new(),
                 m => format!("; the trace's tasks ran on {m} machines"),
             };
+            if let Some(m) = &t.machine_table {
+                machines.push_str(&format!(
+                    "; the cluster is the trace's machine table: {} nodes of {} ({} machines \
+                     had that memory; workload.cluster = \"settings\" uses cluster.nodes)",
+                    m.machines,
+                    overbook_core::model::show_size(m.node_memory),
+                    m.with_that_memory
+                ));
+            }
             let window = match (t.trace_first_row_s, t.window_from_s) {
                 (Some(first), Some(from)) => format!(
                     "a window of {} starting {} after the trace's first row (at {first:.0} s \
@@ -414,6 +423,7 @@ mod tests {
             trace_machines: 4000,
             trace_first_row_s: Some(600.0),
             window_from_s: Some(7200.0),
+            machine_table: None,
         });
         s.nodes = 50;
         assert_eq!(

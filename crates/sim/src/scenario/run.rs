@@ -1,7 +1,7 @@
 //! Turning a planned run into a simulation: the cluster, the models and the
 //! workload its settings name, then the engine.
 
-use super::spec::{RunSpec, WorkloadSpec};
+use super::spec::{ClusterFrom, RunSpec, TraceSpec, WorkloadSpec};
 use super::PlannedRun;
 use crate::calibration::Calibration;
 use crate::engine::{Engine, Progress, SimConfig, SimError};
@@ -43,6 +43,31 @@ pub enum RunError {
         first: String,
         hint: &'static str,
     },
+}
+
+/// The cluster of the trace's machine table, as `workload.cluster` asks.
+fn trace_cluster(t: &TraceSpec) -> Result<Option<trace::TraceCluster>, RunError> {
+    if t.cluster == ClusterFrom::Settings {
+        return Ok(None);
+    }
+    let format: TraceFormat = match t.format.parse() {
+        Ok(f) => f,
+        Err(_) => return Ok(None), // said with its names where the trace is opened
+    };
+    let opts = TraceOptions {
+        memory_scale: t.memory_scale.0,
+        skip_bad_rows: t.skip_bad_rows,
+        ..TraceOptions::default()
+    };
+    let found = trace::cluster(format, &t.paths, &opts)?;
+    if found.is_none() && t.cluster == ClusterFrom::Trace {
+        let why = match trace::machine_table(format) {
+            Some(table) => format!("no {table} table among the trace's files"),
+            None => format!("{format} traces have no machine table"),
+        };
+        return Err(setting("workload.cluster", format!("\"trace\": {why}")));
+    }
+    Ok(found)
 }
 
 /// Where a replay's window is: its length and start as set, and the
@@ -106,6 +131,15 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
         Calibration::load(std::path::Path::new(&spec.sim.calibration))
             .map_err(|e| setting("sim.calibration", format!("{}: {e}", spec.sim.calibration)))?
     };
+    let mut cfg = cfg;
+    let from_trace = match &spec.workload {
+        WorkloadSpec::Trace(t) => trace_cluster(t)?,
+        _ => None,
+    };
+    if let Some(c) = &from_trace {
+        cfg.nodes = usize::try_from(c.machines).unwrap_or(usize::MAX);
+        cfg.node_memory = c.memory;
+    }
     let engine = Engine::new(cfg, &model, &killer)?;
     match &spec.workload {
         WorkloadSpec::Generate(table) => {
@@ -147,6 +181,7 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                 rows_read: counter.rows_read(),
                 unmatched: counter.unmatched_rows(),
                 machines: counter.machines(),
+                machine_table: from_trace.map(|t| (t.machines, t.memory, t.with_that_memory)),
                 window: counter
                     .window()
                     .map(|(first, from)| (first.as_secs_f64(), from.as_secs_f64())),

@@ -91,6 +91,21 @@ pub struct TraceSpec {
     /// `--from`); the window's length is `sim.horizon` (`--for`).
     #[serde(default)]
     pub from: Span,
+    /// Where the cluster's size comes from: the trace's machine table when
+    /// it has one (`auto`), always (`trace`, an error without one), or
+    /// never (`settings`: `cluster.nodes` and `cluster.node_memory`).
+    #[serde(default)]
+    pub cluster: ClusterFrom,
+}
+
+/// `workload.cluster` (see [`TraceSpec::cluster`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterFrom {
+    #[default]
+    Auto,
+    Trace,
+    Settings,
 }
 
 fn default_sort_memory() -> Size {

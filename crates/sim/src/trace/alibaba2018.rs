@@ -68,7 +68,9 @@ pub(crate) fn open(
     opts: &TraceOptions,
     counter: &Arc<BadRowCounter>,
 ) -> Result<WorkloadStream, TraceError> {
-    let found = classify(files, &TABLES)?;
+    // machine_meta is the cluster's (`super::machines`), not the replay's.
+    let mut found = classify(files, &[TABLES[0], TABLES[1], TABLES[2], TABLES[3], "machine_meta"])?;
+    found.truncate(TABLES.len());
     if found[1].is_empty() && found[2].is_empty() {
         return Err(TraceError::BadFile {
             path: root.to_path_buf(),

@@ -55,7 +55,8 @@ pub(crate) fn open(
     opts: &TraceOptions,
     counter: &Arc<BadRowCounter>,
 ) -> Result<WorkloadStream, TraceError> {
-    let mut found = classify(files, &["task_events", "task_usage"])?.into_iter();
+    // machine_events is the cluster's (`super::machines`), not the replay's.
+    let mut found = classify(files, &["task_events", "task_usage", "machine_events"])?.into_iter();
     let (events, usage) = (found.next().unwrap_or_default(), found.next().unwrap_or_default());
     if events.is_empty() {
         return Err(TraceError::BadFile {

@@ -65,7 +65,9 @@ pub(crate) fn open(
     opts: &TraceOptions,
     counter: &Arc<BadRowCounter>,
 ) -> Result<WorkloadStream, TraceError> {
-    let mut found = classify(files, &["instance_events", "instance_usage"])?.into_iter();
+    // machine_events is the cluster's (`super::machines`), not the replay's.
+    let mut found =
+        classify(files, &["instance_events", "instance_usage", "machine_events"])?.into_iter();
     let (events, usage) = (found.next().unwrap_or_default(), found.next().unwrap_or_default());
     if events.is_empty() {
         return Err(TraceError::BadFile {

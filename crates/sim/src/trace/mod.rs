@@ -88,10 +88,12 @@ mod google2019;
 mod ids;
 mod jsonrows;
 mod lines;
+mod machines;
 mod merge;
 mod sort;
 
 pub use counter::{BadRowCounter, SortHook};
+pub use machines::{cluster, machine_table, TraceCluster};
 
 use crate::workload::{TraceError, WorkloadStream};
 use overbook_core::{Bytes, Time};
