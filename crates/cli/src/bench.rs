@@ -577,7 +577,14 @@ fn kubernetes(args: KubernetesArgs) -> Result<()> {
         warmup: Duration::from_secs(5),
         hog: 128 * MIB,
         capacity: 2048 * MIB,
+        stop: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     };
+    // Ctrl-C or a SIGTERM ends the repeat under way cleanly: its agent,
+    // pods, cgroups and Node go with it.
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&plan.stop))
+            .context("installing signal handlers")?;
+    }
     let bar = indicatif::ProgressBar::new(plan.repeats as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} repeats")

@@ -168,9 +168,63 @@ fn bench_kubernetes_reports_every_goal_s_metric_and_leaves_nothing() {
         assert_eq!(run["problems"].as_array().map(Vec::len), Some(0), "{run}");
     }
 
-    // Nothing left: not the Node, not a pod, not a cgroup.
     let node = report["node_name"].as_str().expect("named");
+    nothing_left(&plane, node);
+
+    // A SIGTERM mid-run (Ctrl-C alike): the run ends at its next wait and
+    // removes everything it made, as on any error.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_overbook"))
+        .args(["bench", "kubernetes", "--kubeconfig"])
+        .arg(plane.env("KUBECONFIG"))
+        .args(["--pods", "10", "--seconds", "60", "--repeats", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    let until = Instant::now() + Duration::from_secs(120);
+    while !said.iter().any(|l: &String| l.contains("CPU over")) {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(line) => said.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the run never reached its CPU window: {said:#?}");
+            }
+        }
+    }
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("not ended within 60 s of its SIGTERM: {said:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    said.extend(rx.try_iter());
+    assert!(!status.success(), "an interrupted run fails: {said:#?}");
+    assert!(said.iter().any(|l| l.contains("interrupted")), "said why: {said:#?}");
+    nothing_left(&plane, "");
+}
+
+/// Nothing of a run left: not its Node (`node`, or any bench node when
+/// empty), not a pod, not a cgroup.
+fn nothing_left(plane: &ControlPlane, node: &str) {
     let nodes = plane.kubectl(&["get", "nodes", "-o", "name"]);
+    let node = if node.is_empty() { "overbook-bench-" } else { node };
     assert!(!nodes.contains(node), "{node} left: {nodes}");
     let pods = plane.kubectl(&["get", "pods", "-A", "-o", "name"]);
     assert!(!pods.contains("obb-"), "pods left: {pods}");

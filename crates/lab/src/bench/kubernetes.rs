@@ -43,6 +43,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The extended resource the agent offers and best-effort pods request.
@@ -78,6 +80,9 @@ pub struct KubePlan {
     pub hog: u64,
     /// The node's memory: the `kubepods` cgroup's limit.
     pub capacity: u64,
+    /// Set (by a signal handler) to end the run at its next wait: its
+    /// agent, pods, cgroups and Node are then removed as on any error.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl KubePlan {
@@ -407,8 +412,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Polls `check` every [`POLL`] until it says yes (the instant its answer
-/// came), or `within` is over (`None`).
+/// came), or `within` is over (`None`); an error once `stop` is set.
 fn poll_until(
+    stop: &AtomicBool,
     within: Duration,
     mut check: impl FnMut() -> Result<bool, String>,
 ) -> Result<Option<Instant>, String> {
@@ -421,7 +427,23 @@ fn poll_until(
         if Instant::now() >= until {
             return Ok(None);
         }
-        std::thread::sleep((asked + POLL).saturating_duration_since(Instant::now()));
+        pause(stop, (asked + POLL).saturating_duration_since(Instant::now()))?;
+    }
+}
+
+/// Sleeps `d`, in slices short enough that a stop is taken within a tenth
+/// of a second; an error once `stop` is set.
+fn pause(stop: &AtomicBool, d: Duration) -> Result<(), String> {
+    let until = Instant::now() + d;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err("interrupted: everything the run made is being removed".into());
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
     }
 }
 
@@ -715,10 +737,10 @@ impl RepeatCtx<'_> {
                     want.len()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(100));
+            pause(&plan.stop, Duration::from_millis(100))?;
         }
         out.ready_s = started.elapsed().as_secs_f64();
-        std::thread::sleep(plan.warmup);
+        pause(&plan.stop, plan.warmup)?;
         agent.check()?;
 
         // Cost: CPU over the window.
@@ -732,9 +754,10 @@ impl RepeatCtx<'_> {
         let mut last = (u0 + s0, start);
         let mut per_second = Vec::new();
         for s in 1..=plan.seconds {
-            std::thread::sleep(
+            pause(
+                &plan.stop,
                 (start + Duration::from_secs(s)).saturating_duration_since(Instant::now()),
-            );
+            )?;
             let (u, st) = cpu_ticks(pid)?;
             let now = Instant::now();
             let d = (u + st).saturating_sub(last.0) as f64 / hz;
@@ -777,7 +800,7 @@ impl RepeatCtx<'_> {
                 out.problems.push(format!("preempting {}: {e}", victim.name));
             }
             // The next one on its own, not queued behind this one's eviction.
-            std::thread::sleep(Duration::from_millis(500));
+            pause(&plan.stop, Duration::from_millis(500))?;
         }
         agent.check()?;
         out.agent_events = overbook_agent::api::get(&socket, "/v1/events?after=0")
@@ -811,7 +834,7 @@ impl RepeatCtx<'_> {
         let need = self.plan.hog as f64 / MIB as f64 + MOVE;
         // The offer must have room to fall: not while launches wait (zero).
         let mut before = 0.0;
-        let roomy = poll_until(Duration::from_secs(60), || {
+        let roomy = poll_until(&self.plan.stop, Duration::from_secs(60), || {
             before = kube.offer(node)?.unwrap_or(0.0);
             Ok(before >= need)
         })?;
@@ -836,7 +859,7 @@ impl RepeatCtx<'_> {
         }
         let ready = Instant::now();
         out.hog_ready_ms.push(ms(ready - spawned));
-        let down = poll_until(Duration::from_secs(30), || {
+        let down = poll_until(&self.plan.stop, Duration::from_secs(30), || {
             Ok(kube.offer(node)?.is_some_and(|m| m <= before - MOVE))
         });
         let down = match down {
@@ -856,7 +879,7 @@ impl RepeatCtx<'_> {
             )),
         }
         // Each change on its own (the agent tells at most one a second).
-        std::thread::sleep(Duration::from_secs(2));
+        pause(&self.plan.stop, Duration::from_secs(2))?;
         let low = match kube.offer(node) {
             Ok(low) => low.unwrap_or(0.0),
             Err(e) => {
@@ -865,7 +888,7 @@ impl RepeatCtx<'_> {
             }
         };
         let killed = ended(&mut hog);
-        let up = poll_until(Duration::from_secs(30), || {
+        let up = poll_until(&self.plan.stop, Duration::from_secs(30), || {
             Ok(kube.offer(node)?.is_some_and(|m| m >= low + MOVE))
         })?;
         match up {
@@ -874,7 +897,7 @@ impl RepeatCtx<'_> {
                 "the offer did not rise by {MOVE} MiB from {low} MiB within 30 s of the hog's end"
             )),
         }
-        std::thread::sleep(Duration::from_secs(2));
+        pause(&self.plan.stop, Duration::from_secs(2))?;
         Ok(())
     }
 
@@ -902,7 +925,9 @@ impl RepeatCtx<'_> {
             return Err(format!("not preempted: {reply}"));
         }
         let kube = &self.cluster.kube;
-        let seen = poll_until(Duration::from_secs(30), || kube.has_event(&victim.name, "Killed"))?;
+        let seen = poll_until(&self.plan.stop, Duration::from_secs(30), || {
+            kube.has_event(&victim.name, "Killed")
+        })?;
         match seen {
             Some(t) => out.event_ms.push(ms(t - sent)),
             None => out.problems.push(format!("no Killed Event on {} within 30 s", victim.name)),
