@@ -171,7 +171,11 @@ fn cluster_warning(summaries: &[RunSummary]) -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
     for s in summaries {
-        let Some(machines) = s.trace.as_ref().map(|t| t.trace_machines).filter(|&m| m > 0) else {
+        // A cluster sized by the trace's own machine table is the trace's.
+        let sized = |t: &&super::summary::TraceStats| t.machine_table.is_none();
+        let Some(machines) =
+            s.trace.as_ref().filter(sized).map(|t| t.trace_machines).filter(|&m| m > 0)
+        else {
             continue;
         };
         let nodes = s.nodes as u64;
@@ -459,6 +463,14 @@ mod tests {
             s.nodes = nodes;
             assert_eq!(!cluster_warning(std::slice::from_ref(&s)).is_empty(), warns, "{nodes}");
         }
+        if let Some(t) = s.trace.as_mut() {
+            t.machine_table = Some(super::super::summary::MachineTable {
+                machines: 8001,
+                node_memory: 1 << 30,
+                with_that_memory: 8001,
+            });
+        }
+        assert_eq!(cluster_warning(std::slice::from_ref(&s)), "", "the table sized it");
     }
 
     #[test]
