@@ -453,6 +453,16 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             }
         };
         for path in self.limited_chain().skip(1) {
+            // Only a limit can bind: an unlimited ancestor's count (v2's
+            // is of its whole subtree) would be its other children's.
+            let limited = match self.cgroups.limit(&path) {
+                Ok(Outcome::Done(l)) => l.bytes().is_some(),
+                Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => false,
+                Err(e) => return Err(e),
+            };
+            if !limited {
+                continue;
+            }
             match self.cgroups.limit_hits(&path) {
                 Ok(Outcome::Done(hits)) => add(hits),
                 Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => {}

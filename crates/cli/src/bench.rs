@@ -582,6 +582,13 @@ fn kubernetes(args: KubernetesArgs) -> Result<()> {
     // Ctrl-C or a SIGTERM ends the repeat under way cleanly: its agent,
     // pods, cgroups and Node go with it.
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // A second one, while the first is being taken, ends the process.
+        signal_hook::flag::register_conditional_shutdown(
+            signal,
+            1,
+            std::sync::Arc::clone(&plan.stop),
+        )
+        .context("installing signal handlers")?;
         signal_hook::flag::register(signal, std::sync::Arc::clone(&plan.stop))
             .context("installing signal handlers")?;
     }
@@ -965,6 +972,9 @@ fn colocation(args: ColocationArgs) -> Result<()> {
     // Ctrl-C or a SIGTERM ends the scene under way cleanly: its services,
     // jobs, node cgroup and swap file go with it.
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // A second one, while the first is being taken, ends the process.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&plan.stop))
+            .context("installing signal handlers")?;
         signal_hook::flag::register(signal, Arc::clone(&plan.stop))
             .context("installing signal handlers")?;
     }

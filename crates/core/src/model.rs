@@ -220,8 +220,10 @@ pub struct NodeStats {
     pub stall: Option<Duration>,
     /// A count that grows while the node's memory is full and being
     /// reclaimed, where known: for a node cgroup with a limit, the times it
-    /// hit it (v1 `memory.failcnt`, v2 `memory.events` `max`); for a node
-    /// that is the whole machine, the pages the kernel scanned to reclaim
+    /// or a limited cgroup above it hit its limit (v1 `memory.failcnt`, v2
+    /// `memory.events` `max`) plus the pages the machine scanned because it
+    /// ran short itself (`pgscan_kswapd`, `pgscan_direct`); for a node that
+    /// is the whole machine, the pages the kernel scanned to reclaim
     /// (`/proc/vmstat` `pgscan_*`). Only whether it grew is used: refaults
     /// while it does not are a working set being read back into free
     /// memory, not thrashing.

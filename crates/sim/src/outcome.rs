@@ -115,9 +115,9 @@ pub struct TraceCounts {
     /// The trace's first row's time, seconds of the trace's own clock, and
     /// how long after it the window began (`None`: no row was read).
     pub window: Option<(f64, f64)>,
-    /// The cluster taken from the trace's machine table: machines, the
-    /// memory given each node, and how many machines had that memory.
-    pub machine_table: Option<(u64, u64, u64)>,
+    /// The trace's machine table: its machines, the memory most had, how
+    /// many had it, and whether it sized the cluster (`workload.cluster`).
+    pub machine_table: Option<(u64, u64, u64, bool)>,
 }
 
 /// One simulated run of one policy on one workload.

@@ -65,9 +65,9 @@ fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     assert_eq!(
         err.to_string(),
         "the trace replay ran no task: 4 rows read, 0 skipped as bad, 1 unmatched, 0 tasks \
-         submitted after the horizon (sim.horizon = 6h, workload.from = 0s: the window starts \
-         0s after the trace's first row, at 100000 s on its clock; its first event is at 1day \
-         3h 46m 40s); raise sim.horizon to reach them"
+         submitted after the horizon (sim.horizon = 6h; the window starts 0s after the trace's \
+         first row, at 100000 s on its clock (workload.from); its first event is at 1day 3h 46m \
+         40s); raise sim.horizon to reach them"
     );
 
     let empty = dir.path().join("empty/task_events.csv");
@@ -157,11 +157,13 @@ fn the_cluster_is_the_machine_tables_when_the_trace_has_one() {
     assert_eq!(s.nodes, 12, "the table's machines, not cluster.nodes");
     let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("said");
     assert_eq!((m.machines, m.node_memory, m.with_that_memory), (12, 32 << 30, 10));
+    assert!(m.sized_the_cluster);
     let json = serde_json::to_value(&s).expect("json");
     assert_eq!(json["machine_table"]["machines"], 12, "{json}");
     let s = with_cluster("google-2011", trace.path(), "settings").expect("runs");
-    assert_eq!(s.nodes, 4, "the settings when asked");
-    assert!(s.trace.as_ref().is_some_and(|t| t.machine_table.is_none()));
+    assert_eq!(s.nodes, 4, "the settings when asked (the default)");
+    let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("read still");
+    assert!(!m.sized_the_cluster && m.machines == 12, "{m:?}");
 
     // No machine table: the settings, or an error when the trace's is asked for.
     let plain = fixture("google-2011/plain");
@@ -180,6 +182,16 @@ fn the_cluster_is_the_machine_tables_when_the_trace_has_one() {
     let err = with_cluster("google-2011", bad.path(), "auto").expect_err("bad");
     let text = err.to_string();
     assert!(text.contains("part-0.csv:2") && text.contains("memory"), "{text}");
+    // ... but fails no run it does not size; a machine with no memory given
+    // counts, without a say in the nodes' memory.
+    assert_eq!(with_cluster("google-2011", bad.path(), "settings").expect("runs").nodes, 4);
+    let blank = fixture_with(
+        "google-2011/plain",
+        &[("machine_events/part-0.csv", "0,1,0,p,0.5,0.5\n0,2,0,p,,\n")],
+    );
+    let s = with_cluster("google-2011", blank.path(), "trace").expect("runs");
+    let m = s.trace.as_ref().and_then(|t| t.machine_table.clone()).expect("said");
+    assert_eq!((s.nodes, m.node_memory, m.with_that_memory), (2, 32 << 30, 1));
 }
 
 #[test]

@@ -239,18 +239,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         detail: &serde_json::Value,
     ) {
         let Some(pods) = &self.pods else { return };
-        let uid = self.view.pod_uid(path);
-        let Some((pod, _)) = uid.and_then(|uid| pods.seen.get(uid)) else {
+        // A container that is no pod has no object on the server.
+        let Some(uid) = self.view.pod_uid(path) else { return };
+        let Some((pod, _)) = pods.seen.get(uid) else {
             // A pod deleted on the server, or never listed (its cgroup
             // made before the watch caught up): no object to write to.
-            let error = match uid {
-                Some(uid) => format!("the API server has no pod of uid {uid} on this node"),
-                None => "its cgroup names no pod uid".to_string(),
-            };
             let detail = json!({
                 "what": "event",
                 "pod": null,
-                "error": error,
+                "uid": uid,
+                "error": format!("the API server has no pod of uid {uid} on this node"),
                 "then": "given up: nothing to write to",
             });
             let container = path.clone();

@@ -55,6 +55,8 @@ pub(super) enum Kind {
 pub(super) struct Series {
     pub(super) name: String,
     pub(super) points: Vec<(f64, f64)>,
+    /// Each point drawn as a dot too (a few measured points, not a curve).
+    pub(super) marked: bool,
 }
 
 #[derive(Debug)]
@@ -192,8 +194,7 @@ where
     for (i, s) in series.iter().enumerate() {
         let line = LineSeries::new(s.points.iter().copied(), color(i).stroke_width(2));
         ctx.draw_series(line).map_err(fail)?;
-        // A few measured points, not a sampled curve: show where they are.
-        if s.points.len() <= 16 {
+        if s.marked {
             let c = color(i);
             ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled())))
                 .map_err(fail)?;

@@ -94,7 +94,10 @@ pub fn draw_lines(
         y_label: y_label.into(),
         y_max: None,
         kind: draw::Kind::Lines(
-            series.into_iter().map(|(name, points)| draw::Series { name, points }).collect(),
+            series
+                .into_iter()
+                .map(|(name, points)| draw::Series { name, points, marked: true })
+                .collect(),
         ),
     };
     draw::draw_file(path, &chart)

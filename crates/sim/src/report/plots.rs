@@ -170,6 +170,7 @@ fn by_point(
         let series = variants
             .iter()
             .map(|v| Series {
+                marked: false,
                 name: v.to_string(),
                 points: points
                     .iter()
@@ -261,8 +262,10 @@ fn jct_cdf(summaries: &[RunSummary], results: &[RunResult]) -> Chart {
         .collect();
     let max = times.iter().filter_map(|(_, t)| t.last().copied()).fold(0.0, f64::max);
     let (div, unit) = time_unit(max);
-    let series =
-        times.into_iter().map(|(name, t)| Series { name, points: cdf_steps(&t, div) }).collect();
+    let series = times
+        .into_iter()
+        .map(|(name, t)| Series { name, points: cdf_steps(&t, div), marked: false })
+        .collect();
     let at = last.map(|p| format!(" at {p}")).unwrap_or_default();
     Chart {
         title: format!("CDF of best-effort job completion time{at}"),

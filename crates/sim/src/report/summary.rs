@@ -194,18 +194,20 @@ pub struct TraceStats {
     /// How long after that row the window (time zero) began; it lasts
     /// `horizon_s`.
     pub window_from_s: Option<f64>,
-    /// The cluster came from the trace's machine table (`workload.cluster`):
-    /// its machines, the node memory most of them had (bytes), and how many
-    /// had it. Absent: the cluster is the settings'.
+    /// The trace's machine table, when among its files: its machines, the
+    /// memory most of them had (bytes), how many had it, and whether it
+    /// sized the cluster (`workload.cluster`).
     pub machine_table: Option<MachineTable>,
 }
 
-/// The trace's machine table, as the cluster was sized from it.
+/// What the trace's machine table says of its cluster.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MachineTable {
     pub machines: u64,
     pub node_memory: u64,
     pub with_that_memory: u64,
+    /// The simulated cluster is the table's (else the settings').
+    pub sized_the_cluster: bool,
 }
 
 impl RunSummary {
@@ -256,10 +258,13 @@ impl RunSummary {
                 trace_machines: t.machines,
                 trace_first_row_s: t.window.map(|w| w.0),
                 window_from_s: t.window.map(|w| w.1),
-                machine_table: t.machine_table.map(|(machines, node_memory, with)| MachineTable {
-                    machines,
-                    node_memory,
-                    with_that_memory: with,
+                machine_table: t.machine_table.map(|(machines, node_memory, with, sized)| {
+                    MachineTable {
+                        machines,
+                        node_memory,
+                        with_that_memory: with,
+                        sized_the_cluster: sized,
+                    }
                 }),
             }),
         }

@@ -123,10 +123,10 @@ fn trace_note(s: &RunSummary) -> String {
                 0 => String::new(),
                 m => format!("; the trace's tasks ran on {m} machines"),
             };
-            if let Some(m) = &t.machine_table {
+            if let Some(m) = t.machine_table.as_ref().filter(|m| m.sized_the_cluster) {
                 machines.push_str(&format!(
                     "; the cluster is the trace's machine table: {} nodes of {} ({} machines \
-                     had that memory; workload.cluster = \"settings\" uses cluster.nodes)",
+                     had that memory)",
                     m.machines,
                     overbook_core::model::show_size(m.node_memory),
                     m.with_that_memory
@@ -171,19 +171,30 @@ fn cluster_warning(summaries: &[RunSummary]) -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
     for s in summaries {
-        // A cluster sized by the trace's own machine table is the trace's.
-        let sized = |t: &&super::summary::TraceStats| t.machine_table.is_none();
-        let Some(machines) =
-            s.trace.as_ref().filter(sized).map(|t| t.trace_machines).filter(|&m| m > 0)
-        else {
-            continue;
+        let Some(t) = s.trace.as_ref() else { continue };
+        // The machine table's count where there is one: it is the cell's,
+        // where the task rows name only the machines they ran on.
+        let (machines, table) = match &t.machine_table {
+            // A cluster the table sized is the trace's.
+            Some(m) if m.sized_the_cluster => continue,
+            Some(m) => (m.machines, true),
+            None => (t.trace_machines, false),
         };
+        if machines == 0 {
+            continue;
+        }
         let nodes = s.nodes as u64;
         if seen.contains(&(nodes, machines)) {
             continue;
         }
         seen.push((nodes, machines));
-        if nodes > 2 * machines || 2 * nodes < machines {
+        if (nodes > 2 * machines || 2 * nodes < machines) && table {
+            out.push_str(&format!(
+                "warning: the trace's machine table has {machines} machines but the simulated \
+                 cluster has {nodes} nodes: its load is not the trace's (workload.cluster = \
+                 \"trace\" takes the table's)\n"
+            ));
+        } else if nodes > 2 * machines || 2 * nodes < machines {
             out.push_str(&format!(
                 "warning: the trace's tasks ran on {machines} machines but the simulated cluster \
                  has {nodes} nodes: its load is not the trace's (set cluster.nodes near \
@@ -468,9 +479,18 @@ mod tests {
                 machines: 8001,
                 node_memory: 1 << 30,
                 with_that_memory: 8001,
+                sized_the_cluster: true,
             });
         }
         assert_eq!(cluster_warning(std::slice::from_ref(&s)), "", "the table sized it");
+        if let Some(m) = s.trace.as_mut().and_then(|t| t.machine_table.as_mut()) {
+            m.sized_the_cluster = false;
+            m.machines = 20_000;
+        }
+        assert!(
+            cluster_warning(std::slice::from_ref(&s)).contains("machine table has 20000 machines"),
+            "the table's count, when it did not size the cluster"
+        );
     }
 
     #[test]

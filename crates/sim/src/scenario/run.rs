@@ -45,18 +45,25 @@ pub enum RunError {
     },
 }
 
-/// The cluster of the trace's machine table, as `workload.cluster` asks.
-fn trace_cluster(t: &TraceSpec) -> Result<Option<trace::TraceCluster>, RunError> {
-    if t.cluster == ClusterFrom::Settings {
-        return Ok(None);
+fn spec_cluster(spec: &RunSpec) -> ClusterFrom {
+    match &spec.workload {
+        WorkloadSpec::Trace(t) => t.cluster,
+        _ => ClusterFrom::Settings,
     }
+}
+
+/// The cluster of the trace's machine table, if it has one: to size the
+/// cluster when `workload.cluster` asks, else to warn when the settings'
+/// differs by far (then read leniently: a table that sizes nothing fails
+/// no run).
+fn trace_cluster(t: &TraceSpec) -> Result<Option<trace::TraceCluster>, RunError> {
     let format: TraceFormat = match t.format.parse() {
         Ok(f) => f,
         Err(_) => return Ok(None), // said with its names where the trace is opened
     };
     let opts = TraceOptions {
         memory_scale: t.memory_scale.0,
-        skip_bad_rows: t.skip_bad_rows,
+        skip_bad_rows: t.skip_bad_rows || t.cluster == ClusterFrom::Settings,
         ..TraceOptions::default()
     };
     let found = trace::cluster(format, &t.paths, &opts)?;
@@ -83,10 +90,9 @@ fn window_said(spec: &RunSpec, window: Option<(Time, Duration)>) -> String {
         None => String::new(),
     };
     format!(
-        "sim.horizon = {}, workload.from = {}: the window starts {} after the trace's first \
-         row{first}",
+        "sim.horizon = {}; the window starts {} after the trace's first row{first} \
+         (workload.from)",
         span(spec.sim.horizon.0),
-        span(from),
         span(from),
     )
 }
@@ -136,7 +142,8 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
         WorkloadSpec::Trace(t) => trace_cluster(t)?,
         _ => None,
     };
-    if let Some(c) = &from_trace {
+    let sizes = spec_cluster(spec) != ClusterFrom::Settings;
+    if let (Some(c), true) = (&from_trace, sizes) {
         cfg.nodes = usize::try_from(c.machines).unwrap_or(usize::MAX);
         cfg.node_memory = c.memory;
     }
@@ -181,7 +188,8 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                 rows_read: counter.rows_read(),
                 unmatched: counter.unmatched_rows(),
                 machines: counter.machines(),
-                machine_table: from_trace.map(|t| (t.machines, t.memory, t.with_that_memory)),
+                machine_table: from_trace
+                    .map(|t| (t.machines, t.memory, t.with_that_memory, sizes)),
                 window: counter
                     .window()
                     .map(|(first, from)| (first.as_secs_f64(), from.as_secs_f64())),

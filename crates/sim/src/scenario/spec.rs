@@ -91,9 +91,11 @@ pub struct TraceSpec {
     /// `--from`); the window's length is `sim.horizon` (`--for`).
     #[serde(default)]
     pub from: Span,
-    /// Where the cluster's size comes from: the trace's machine table when
-    /// it has one (`auto`), always (`trace`, an error without one), or
-    /// never (`settings`: `cluster.nodes` and `cluster.node_memory`).
+    /// Where the cluster's size comes from: `cluster.nodes` and
+    /// `cluster.node_memory` (`settings`, the default: a run's own settings,
+    /// `--small`'s too, are never overridden unasked), the trace's machine
+    /// table (`trace`, an error without one), or the table when there is
+    /// one (`auto`).
     #[serde(default)]
     pub cluster: ClusterFrom,
 }
@@ -103,9 +105,9 @@ pub struct TraceSpec {
 #[serde(rename_all = "lowercase")]
 pub enum ClusterFrom {
     #[default]
-    Auto,
-    Trace,
     Settings,
+    Trace,
+    Auto,
 }
 
 fn default_sort_memory() -> Size {

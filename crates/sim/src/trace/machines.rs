@@ -11,7 +11,9 @@
 //! The machines are those the table adds (any row, for Alibaba's, which
 //! has no event type), each counted once; the memory is the one most of
 //! them were added with (the simulated cluster's nodes are all alike),
-//! normalized as the task tables are and scaled by `memory_scale`.
+//! normalized as the task tables are and scaled by `memory_scale`; a
+//! machine added with no memory given counts, but has no say in it. A
+//! table whose machines give no memory at all sizes nothing.
 
 use super::csvrows::{CsvRow, CsvTable};
 use super::fields::Field;
@@ -58,10 +60,15 @@ pub fn cluster(
     if mine.is_empty() {
         return Ok(None);
     }
-    let mut memory_of: HashMap<u64, Bytes> = HashMap::new();
-    let mut take = |row: Result<Option<(u64, Bytes)>, String>, at: &dyn Located| match row {
+    // A machine added with no memory given is counted, but has no say in
+    // the nodes' memory.
+    let mut memory_of: HashMap<u64, Option<Bytes>> = HashMap::new();
+    let mut take = |row: Result<Option<(u64, Option<Bytes>)>, String>, at: &dyn Located| match row {
         Ok(Some((machine, memory))) => {
-            memory_of.entry(machine).or_insert(memory);
+            let known = memory_of.entry(machine).or_insert(memory);
+            if known.is_none() {
+                *known = memory;
+            }
             Ok(())
         }
         Ok(None) => Ok(()),
@@ -98,7 +105,7 @@ pub fn cluster(
         }
     }
     let mut count: BTreeMap<Bytes, u64> = BTreeMap::new();
-    for memory in memory_of.values() {
+    for memory in memory_of.values().flatten() {
         *count.entry(*memory).or_default() += 1;
     }
     // The most common memory; of equally common ones, the largest.
@@ -124,15 +131,19 @@ fn of_table(files: &[TraceFile], table: &str) -> Vec<PathBuf> {
     out
 }
 
-fn memory(normalized: Option<f64>, full: f64, opts: &TraceOptions) -> Result<Bytes, String> {
+fn memory(
+    normalized: Option<f64>,
+    full: f64,
+    opts: &TraceOptions,
+) -> Result<Option<Bytes>, String> {
     match normalized {
-        Some(m) if m.is_finite() && m > 0.0 => Ok(opts.bytes(m, full)),
+        Some(m) if m.is_finite() && m > 0.0 => Ok(Some(opts.bytes(m, full))),
         Some(m) => Err(format!("memory: {m} is not a positive size")),
-        None => Err("memory: missing".into()),
+        None => Ok(None),
     }
 }
 
-fn google2011(r: &CsvRow, opts: &TraceOptions) -> Result<Option<(u64, Bytes)>, String> {
+fn google2011(r: &CsvRow, opts: &TraceOptions) -> Result<Option<(u64, Option<Bytes>)>, String> {
     r.expect_columns(&[6], "the 2011 machine_events schema")?;
     let machine = r.at(1).u64("machine ID")?.ok_or("machine ID: missing")?;
     if r.at(2).u64("event type")?.ok_or("event type: missing")? != 0 {
@@ -144,7 +155,7 @@ fn google2011(r: &CsvRow, opts: &TraceOptions) -> Result<Option<(u64, Bytes)>, S
 fn google2019<'a>(
     field: impl Fn(&str) -> Field<'a>,
     opts: &TraceOptions,
-) -> Result<Option<(u64, Bytes)>, String> {
+) -> Result<Option<(u64, Option<Bytes>)>, String> {
     let machine = field("machine_id").u64("machine_id")?.ok_or("machine_id: missing")?;
     let kind = match field("type") {
         Field::Text(t) if t.eq_ignore_ascii_case("ADD") => 1,
@@ -160,7 +171,7 @@ fn google2019<'a>(
     Ok(Some((machine, memory(mem.f64("capacity.memory")?, 1.0, opts)?)))
 }
 
-fn alibaba2018(r: &CsvRow, opts: &TraceOptions) -> Result<Option<(u64, Bytes)>, String> {
+fn alibaba2018(r: &CsvRow, opts: &TraceOptions) -> Result<Option<(u64, Option<Bytes>)>, String> {
     r.expect_columns(&[7], "the machine_meta schema")?;
     let machine = r.at(0).string("machine_id")?.ok_or("machine_id: missing")?;
     let machine = ids::hash("alibaba-machine", &[Part::Text(&machine)]);
