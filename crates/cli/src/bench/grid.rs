@@ -158,63 +158,79 @@ fn table(points: &[SimPoint]) -> String {
     t
 }
 
-/// One of the grid's plots: a measure against an axis, over some points.
-struct Plot<'a> {
-    file: &'a str,
-    title: &'a str,
-    points: &'a [&'a SimPoint],
-    x: (fn(&SimPoint) -> f64, &'a str),
-    y: (fn(&SimPoint) -> f64, &'a str),
-}
-
 /// Wall time and peak memory against nodes (one day) and against days
 /// (the smallest cluster), four plots.
 fn plots(points: &[SimPoint], out: &Path) -> Result<Vec<PathBuf>> {
+    type Of = fn(&SimPoint) -> f64;
     let smallest = points.iter().map(|p| p.nodes).min().unwrap_or(0);
     let by_nodes: Vec<&SimPoint> = points.iter().filter(|p| p.days == 1.0).collect();
     let by_days: Vec<&SimPoint> = points.iter().filter(|p| p.nodes == smallest).collect();
-    let time = (|p: &SimPoint| p.wall_s) as fn(&SimPoint) -> f64;
-    let memory = (|p: &SimPoint| p.peak_rss_mib.unwrap_or(0.0)) as fn(&SimPoint) -> f64;
-    let nodes = (|p: &SimPoint| p.nodes as f64) as fn(&SimPoint) -> f64;
-    let days = (|p: &SimPoint| p.days) as fn(&SimPoint) -> f64;
-    let charts = [
-        Plot {
-            file: "sim-time-by-nodes.png",
-            title: "Wall time, one simulated day",
-            points: &by_nodes,
-            x: (nodes, "nodes"),
-            y: (time, "seconds"),
-        },
-        Plot {
-            file: "sim-memory-by-nodes.png",
-            title: "Peak memory, one simulated day",
-            points: &by_nodes,
-            x: (nodes, "nodes"),
-            y: (memory, "MiB"),
-        },
-        Plot {
-            file: "sim-time-by-days.png",
-            title: "Wall time, 1,000 nodes",
-            points: &by_days,
-            x: (days, "simulated days"),
-            y: (time, "seconds"),
-        },
-        Plot {
-            file: "sim-memory-by-days.png",
-            title: "Peak memory, 1,000 nodes",
-            points: &by_days,
-            x: (days, "simulated days"),
-            y: (memory, "MiB"),
-        },
+    // (file part, title part, points, x, x label) × (file part, title part, y, y label)
+    let axes: [(&str, String, &[&SimPoint], Of, &str); 2] = [
+        ("nodes", "one simulated day".into(), &by_nodes, |p| p.nodes as f64, "nodes"),
+        ("days", format!("{smallest} nodes"), &by_days, |p| p.days, "simulated days"),
+    ];
+    let measures: [(&str, &str, Of, &str); 2] = [
+        ("time", "Wall time", |p| p.wall_s, "seconds"),
+        ("memory", "Peak memory", |p| p.peak_rss_mib.unwrap_or(0.0), "MiB"),
     ];
     let mut written = Vec::new();
-    for plot in charts {
-        let path = out.join(plot.file);
-        let line = plot.points.iter().map(|p| (plot.x.0(p), plot.y.0(p))).collect();
-        let series = vec![(plot.y.1.to_string(), line)];
-        overbook_sim::report::draw_lines(&path, plot.title, plot.x.1, plot.y.1, series)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        written.push(path);
+    for (axis, over, pts, x, x_label) in &axes {
+        for (measure, title, y, y_label) in &measures {
+            let path = out.join(format!("sim-{measure}-by-{axis}.png"));
+            let line = pts.iter().map(|p| (x(p), y(p))).collect();
+            let series = vec![(y_label.to_string(), line)];
+            let title = format!("{title}, {over}");
+            overbook_sim::report::draw_lines(&path, &title, x_label, y_label, series)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_draws_time_and_memory_against_nodes_and_days() {
+        let point = |nodes: usize, days: f64, wall_s: f64, mib: f64| SimPoint {
+            run: "charon".into(),
+            nodes,
+            days,
+            tasks: 1,
+            events: 1,
+            wall_s,
+            events_per_s: 1.0,
+            peak_rss_mib: Some(mib),
+        };
+        let points: Vec<SimPoint> = GRID
+            .iter()
+            .map(|&(n, d)| {
+                point(n, f64::from(d), n as f64 / 1e3 * f64::from(d), 90.0 * f64::from(d))
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let written = plots(&points, dir.path()).expect("drawn");
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "sim-time-by-nodes.png",
+                "sim-memory-by-nodes.png",
+                "sim-time-by-days.png",
+                "sim-memory-by-days.png"
+            ]
+        );
+        for path in &written {
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            assert!(size > 1000, "{} is {size} bytes", path.display());
+        }
+        let table = table(&points);
+        assert_eq!(table.lines().count(), 1 + GRID.len(), "{table}");
+    }
 }
