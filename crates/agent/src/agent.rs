@@ -204,6 +204,9 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             .pre_dump_interval
             .filter(|_| incremental && facilities.can_incremental);
         let mut policy = NodePolicy::new(&config.policy, facilities)?;
+        if config.learn_swap_pace {
+            policy = policy.learning_swap_pace();
+        }
         if config.protect_critical {
             // Memory floors where the kernel has them (v2 `memory.min`).
             let floors = cgroups.version() == overbook_linux::CgroupVersion::V2;

@@ -56,6 +56,10 @@ pub struct AgentConfig {
     /// swap (and reads it back): the cost the `production-first` preemptor
     /// weighs a freeze-and-swap-out by.
     pub swap_write: f64,
+    /// Whether the node's own swap-outs move `swap_write` (the configured
+    /// pace is then where it starts): a sequential write's pace is not a
+    /// swap-out's, and a pace promised too fast makes production wait.
+    pub learn_swap_pace: bool,
     /// How often the agent samples every container.
     pub sample_period: Duration,
     /// How often every container is read while the node shows no faults,
@@ -168,6 +172,7 @@ impl AgentConfig {
             node.insert("capacity".into(), Value::String(format!("{}MiB", c >> 20)));
         }
         node.insert("swap_mb_s".into(), Value::Float(self.swap_write / 1e6));
+        node.insert("learn_swap_pace".into(), Value::Boolean(self.learn_swap_pace));
         let mut agent = Table::new();
         agent.insert("sample_period".into(), secs(self.sample_period));
         agent.insert("calm_period".into(), secs(self.calm_period));
@@ -281,6 +286,7 @@ impl Default for AgentConfig {
             pods: None,
             capacity: None,
             swap_write: DEFAULT_SWAP_MB_S * 1e6,
+            learn_swap_pace: true,
             sample_period: Duration::from_millis(100),
             calm_period: Duration::from_secs(3),
             event_log: None,
@@ -492,6 +498,7 @@ struct RawNode {
     pods: Option<String>,
     capacity: Option<toml::Value>,
     swap_mb_s: Option<f64>,
+    learn_swap_pace: Option<bool>,
 }
 
 /// `node.swap_mb_s` when not given: what a SATA SSD sustains writing
@@ -703,6 +710,7 @@ impl RawConfig {
             pods,
             capacity,
             swap_write,
+            learn_swap_pace: self.node.learn_swap_pace.unwrap_or(defaults.learn_swap_pace),
             sample_period,
             calm_period,
             event_log: match self.agent.event_log {
@@ -945,6 +953,7 @@ mod tests {
             root = "/nodes/n1/"
             capacity = "1.5GiB"
             swap_mb_s = 250
+            learn_swap_pace = false
             [agent]
             sample_period = 0.05
             event_log = "/tmp/events.jsonl"
@@ -961,6 +970,7 @@ mod tests {
         assert_eq!(c.root, "nodes/n1");
         assert_eq!(c.capacity, Some(3 << 29));
         assert_eq!(c.swap_write, 250e6);
+        assert!(!c.learn_swap_pace);
         assert_eq!(c.sample_period, Duration::from_millis(50));
         assert_eq!(c.classes.class_of("prod-db"), Class::Production);
         assert_eq!(c.classes.class_of("batch-1"), Class::BestEffort);

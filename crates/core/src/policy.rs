@@ -6,14 +6,15 @@ use crate::config::{ConfigError, PolicyConfig};
 use crate::detect::{Detector, Verdict};
 use crate::launch::{Admission, LaunchConfig, Launcher, TaskRequest};
 use crate::model::{Bytes, ContainerId, ContainerStats, JobId, NodeStats, Observation};
-use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth};
+use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth, SwapPace};
 use crate::protect::CriticalGuard;
 use crate::rank::{rank_candidates, Ranker};
 use crate::reclaim::Reclaimer;
 use crate::time::Time;
 use std::time::Duration;
 
-/// What the node offers the preemptor, fixed for a node's life.
+/// What the node offers the preemptor, fixed for a node's life (the swap
+/// pace is where it starts: see [`NodePolicy::learning_swap_pace`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NodeFacilities {
     pub store: StoreBandwidth,
@@ -32,6 +33,9 @@ pub struct NodePolicy {
     reclaimer: Option<Box<dyn Reclaimer>>,
     launcher: Launcher,
     facilities: NodeFacilities,
+    /// How fast memory goes out to swap here: `facilities.swap_write`
+    /// until the node's own swap-outs say otherwise (when it learns).
+    swap_pace: SwapPace,
     /// One preemption per window: no second victim before this time.
     quiet_until: Time,
     window: Duration,
@@ -57,6 +61,7 @@ impl NodePolicy {
                 ..cfg.launcher.clone()
             }),
             facilities,
+            swap_pace: SwapPace::new(facilities.swap_write, false),
             quiet_until: Time::ZERO,
             window: cfg.detector.window(),
             ranked: Vec::new(),
@@ -70,6 +75,26 @@ impl NodePolicy {
     pub fn with_critical_guard(mut self, guard: CriticalGuard) -> NodePolicy {
         self.guard = Some(guard);
         self
+    }
+
+    /// The swap pace moves with the node's own swap-outs
+    /// ([`NodePolicy::swapped_out`]) instead of staying the configured one.
+    /// The agent learns; the simulator's swap runs at its configured pace,
+    /// so there is nothing to learn there.
+    pub fn learning_swap_pace(mut self) -> NodePolicy {
+        self.swap_pace = SwapPace::new(self.facilities.swap_write, true);
+        self
+    }
+
+    /// A frozen container's memory went out to swap: `bytes` in `took`.
+    /// Returns whether the pace the preemptor weighs freezes by moved.
+    pub fn swapped_out(&mut self, bytes: Bytes, took: Duration) -> bool {
+        self.swap_pace.swapped_out(bytes, took)
+    }
+
+    /// Bytes per second the preemptor expects a swap-out to go at now.
+    pub fn swap_pace(&self) -> f64 {
+        self.swap_pace.bytes_per_sec()
     }
 
     pub fn launcher(&self) -> &Launcher {
@@ -118,7 +143,7 @@ impl NodePolicy {
             can_incremental: self.facilities.can_incremental,
             production_waiting: false,
             swap_room,
-            swap_write: self.facilities.swap_write,
+            swap_write: self.swap_pace.bytes_per_sec(),
         };
         self.preemptor.choose(victim, &ctx)
     }
@@ -184,7 +209,7 @@ impl NodePolicy {
                             can_incremental: self.facilities.can_incremental,
                             production_waiting: trigger.protected_stalled,
                             swap_room: obs.node.swap_free,
-                            swap_write: self.facilities.swap_write,
+                            swap_write: self.swap_pace.bytes_per_sec(),
                         };
                         let how = self.preemptor.choose(stats, &ctx);
                         out.push(Action::Preempt {
@@ -399,5 +424,34 @@ mod production_first_tests {
         let (t, how) = first_preemption(Class::BestEffort).expect("preempts");
         assert!((t - 3.0).abs() < 1e-9, "{t}");
         assert_eq!(how, Preemption::Checkpoint { incremental: false });
+    }
+
+    #[test]
+    fn a_learning_node_weighs_a_freeze_by_the_pace_its_own_swap_outs_went_at() {
+        let cfg = PolicyConfig {
+            preemptor: crate::preempt::PreemptorConfig::production_first(),
+            ..PolicyConfig::default()
+        };
+        let facilities = NodeFacilities {
+            store: StoreBandwidth { write: 1e9, read: 1e9, net: 1e9 },
+            can_checkpoint: false,
+            can_incremental: false,
+            swap_write: 100e6,
+        };
+        let mut victim =
+            ContainerStats::new(ContainerId(2), JobId(2), Class::BestEffort, Time::ZERO);
+        victim.usage = 1_000_000_000;
+        victim.progress = Duration::from_secs(10);
+        let (now, room) = (Time::from_secs(10), 4 * GB);
+        // At 100 MB/s, out and back costs 20 s of a 10 s task: killed.
+        let mut fixed = NodePolicy::new(&cfg, facilities).expect("valid");
+        assert_eq!(fixed.preemption_for(&victim, now, room), Preemption::Kill);
+        assert!(!fixed.swapped_out(1_000_000_000, Duration::from_secs(1)), "told, not learning");
+        assert_eq!(fixed.preemption_for(&victim, now, room), Preemption::Kill);
+        // The node swapped 1 GB out in a second: 2 s, so the work is kept.
+        let mut learning = NodePolicy::new(&cfg, facilities).expect("valid").learning_swap_pace();
+        assert!(learning.swapped_out(1_000_000_000, Duration::from_secs(1)));
+        assert!((learning.swap_pace() - 1e9).abs() < 1.0, "{}", learning.swap_pace());
+        assert_eq!(learning.preemption_for(&victim, now, room), Preemption::FreezeAndSwapOut);
     }
 }

@@ -178,6 +178,16 @@ fn a_swap_out_runs_off_the_agent_s_loop_and_its_end_is_told() {
     let done = &kinds(&agent, "swapped-out")[0];
     let got = done["detail"]["reclaimed"].as_u64().unwrap_or(0);
     assert!(got >= 48 * MIB, "the kernel took {got} of 96 MiB: {done}");
+    // The first swap-out timed sets the pace the next freeze is weighed
+    // by: what this one went at, not the configured guess.
+    let took_us = done["detail"]["swap_out_us"].as_u64().unwrap_or(0);
+    assert!(took_us > 0 && done["detail"]["pace_learned"] == true, "{done}");
+    let pace = done["detail"]["swap_mb_s"].as_f64().unwrap_or(0.0);
+    let went_at = got as f64 / took_us as f64;
+    assert!(
+        (pace - went_at).abs() <= 0.01 * went_at,
+        "pace {pace} MB/s, went at {went_at}: {done}"
+    );
     let limit = node.cg.limit(&path).expect("read").done().expect("there");
     assert_eq!(limit, Limit::Unlimited, "the limit is put back after the squeeze");
     drop(agent);

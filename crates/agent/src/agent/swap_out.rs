@@ -105,7 +105,17 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let took_us = overbook_core::convert::u128_to_u64(done.took.as_micros());
         let detail = match done.result {
             Ok(Outcome::Done(got)) => {
-                json!({ "asked": done.asked, "reclaimed": got, "swap_out_us": took_us })
+                // The pace the next freeze is weighed by, whether or not
+                // this swap-out moved it (too small to time, or not learning).
+                let learned = self.policy.swapped_out(got, done.took);
+                let pace = self.policy.swap_pace() / 1e6;
+                json!({
+                    "asked": done.asked,
+                    "reclaimed": got,
+                    "swap_out_us": took_us,
+                    "swap_mb_s": pace,
+                    "pace_learned": learned,
+                })
             }
             Ok(Outcome::Vanished) => {
                 json!({ "asked": done.asked, "vanished": true, "swap_out_us": took_us })

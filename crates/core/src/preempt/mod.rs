@@ -6,8 +6,10 @@ mod adaptive;
 mod fixed;
 mod production_first;
 mod schedule;
+mod swap_pace;
 
 pub use schedule::{checkpoint_fallback, pre_dump_due, PreDumpCandidate};
+pub use swap_pace::SwapPace;
 
 use crate::action::{Preemption, ResumeSite};
 use crate::config::{check_range, ConfigError};
