@@ -79,8 +79,9 @@ pub struct NodeView<C> {
     /// Ids and classes given before the container exists (`overbook run`).
     reserved: BTreeMap<String, (ContainerId, Class, Option<u32>)>,
     next_id: u64,
-    /// The root's limit as of the last full sample (it rarely changes).
-    root_limit: std::cell::Cell<Option<Option<u64>>>,
+    /// The limits on the way up as of the last full sample (they rarely
+    /// change), read once per sample however often the node is looked at.
+    limits: std::cell::RefCell<Option<Limits>>,
     /// What a container's task carries from before its current container:
     /// work done (kept across checkpoints) and its pre-dump, if any.
     carried: BTreeMap<ContainerId, (Duration, Option<ImageInfo>)>,
@@ -90,6 +91,16 @@ pub struct NodeView<C> {
     api_classes: BTreeMap<String, Class>,
     /// Each known pod's uid, by its path.
     pod_uids: BTreeMap<String, String>,
+}
+
+/// The limits that bound the node: the root's and its ancestors'.
+#[derive(Debug, Clone)]
+struct Limits {
+    /// The tightest of them, `None` when none is set.
+    tightest: Option<u64>,
+    /// The root's ancestors that have a limit: only they can take hits in
+    /// the root's place.
+    limited_ancestors: Vec<ContainerPath>,
 }
 
 /// The containers under the root, each with the name its class rules match,
@@ -112,7 +123,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             known: BTreeMap::new(),
             reserved: BTreeMap::new(),
             next_id: 1,
-            root_limit: std::cell::Cell::new(None),
+            limits: std::cell::RefCell::new(None),
             carried: BTreeMap::new(),
             pods: None,
             api_classes: BTreeMap::new(),
@@ -366,7 +377,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         let known = &self.known;
         self.pod_uids.retain(|key, _| known.contains_key(key));
         let root = self.root_counters()?;
-        self.root_limit.set(None);
+        self.limits.replace(None);
         sample.node = self.node_stats(root.as_ref())?;
         Ok(sample)
     }
@@ -384,29 +395,8 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             Some(c) => (Some(c.usage.saturating_sub(c.inactive_file)), c.limit_hits),
             None => (None, None),
         };
-        let limit = match self.root_limit.get() {
-            Some(cached) => cached,
-            None => {
-                // The tightest limit on the way up: a node cgroup can never
-                // hold more than an enclosing one allows.
-                let mut read: Option<u64> = None;
-                for path in self.limited_chain() {
-                    let l = match self.cgroups.limit(&path) {
-                        Ok(Outcome::Done(l)) => l.bytes(),
-                        // The hierarchy's root has no limit file: the machine is the node.
-                        Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
-                        Err(e) => return Err(e),
-                    };
-                    read = match (read, l) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                self.root_limit.set(Some(read));
-                read
-            }
-        };
-        let limit = limit.filter(|&l| l < mem.total);
+        let limits = self.limits()?;
+        let limit = limits.tightest.filter(|&l| l < mem.total);
         let capacity = self.configured.or(limit).unwrap_or(mem.total);
         let available = match (self.configured.or(limit), root_usage) {
             (Some(cap), Some(used)) => cap.saturating_sub(used),
@@ -414,7 +404,7 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
         };
         let stall = host::system_pressure()?.map(|p| p.some.total);
         let reclaims = match limit {
-            Some(_) => self.reclaims(root_hits)?,
+            Some(_) => self.reclaims(root_hits, &limits.limited_ancestors)?,
             // The whole machine: full when the kernel scanned to reclaim.
             None => host::vmstat()?.pages_scanned(),
         };
@@ -437,39 +427,62 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
             .take_while(|p| !p.is_root())
     }
 
+    /// The limits on the way up, read at the first look after a full sample.
+    fn limits(&self) -> Result<Limits, CgroupError> {
+        if let Some(cached) = self.limits.borrow().as_ref() {
+            return Ok(cached.clone());
+        }
+        // The tightest limit on the way up: a node cgroup can never hold
+        // more than an enclosing one allows.
+        let mut read = Limits { tightest: None, limited_ancestors: Vec::new() };
+        for path in self.limited_chain() {
+            let l = match self.cgroups.limit(&path) {
+                Ok(Outcome::Done(l)) => l.bytes(),
+                // The hierarchy's root has no limit file: the machine is the node.
+                Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(b) = l {
+                read.tightest = Some(read.tightest.map_or(b, |a| a.min(b)));
+                if path != self.root {
+                    read.limited_ancestors.push(path);
+                }
+            }
+        }
+        self.limits.replace(Some(read.clone()));
+        Ok(read)
+    }
+
     /// How often a node with a limit was full, as one count that grows:
     /// the hits of the root's limit and of every limit above it, and the
-    /// machine's own reclaim scans. Any of them can be the one that binds:
-    /// a parent whose limit is reached first (a kubelet's `kubepods` in a
-    /// slice no larger, a test's node) takes the hits in the root's place,
-    /// and a full machine reclaims from every cgroup, limited or not.
+    /// machine's direct reclaim scans. Any of them can be the one that
+    /// binds: a parent whose limit is reached first (a kubelet's `kubepods`
+    /// in a slice no larger, a test's node) takes the hits in the root's
+    /// place, and a machine so short that allocators reclaim themselves
+    /// reclaims from every cgroup, limited or not.
     /// Counting only the root's made thrashing under a binding parent look
     /// like a working set read back into free memory, and never fire.
-    fn reclaims(&self, root_hits: Option<u64>) -> Result<Option<u64>, CgroupError> {
+    fn reclaims(
+        &self,
+        root_hits: Option<u64>,
+        limited_ancestors: &[ContainerPath],
+    ) -> Result<Option<u64>, CgroupError> {
         let mut total = root_hits;
         let mut add = |n: Option<u64>| {
             if let Some(n) = n {
                 total = Some(total.unwrap_or(0).saturating_add(n));
             }
         };
-        for path in self.limited_chain().skip(1) {
-            // Only a limit can bind: an unlimited ancestor's count (v2's
-            // is of its whole subtree) would be its other children's.
-            let limited = match self.cgroups.limit(&path) {
-                Ok(Outcome::Done(l)) => l.bytes().is_some(),
-                Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => false,
-                Err(e) => return Err(e),
-            };
-            if !limited {
-                continue;
-            }
-            match self.cgroups.limit_hits(&path) {
+        // Only a limit can bind: an unlimited ancestor's count (v2's is of
+        // its whole subtree) would be its other children's.
+        for path in limited_ancestors {
+            match self.cgroups.limit_hits(path) {
                 Ok(Outcome::Done(hits)) => add(hits),
                 Ok(Outcome::Vanished) | Err(CgroupError::NoSuchFile { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        add(host::vmstat()?.machine_reclaim_scans());
+        add(host::vmstat()?.direct_reclaim_scans());
         Ok(total)
     }
 }

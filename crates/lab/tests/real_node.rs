@@ -59,8 +59,11 @@ fn thrashing_longer_than_the_window_kills_exactly_one_best_effort_container() {
 fn thrashing_shorter_than_the_window_preempts_nobody() {
     let Some(mut node) = Node::new("short", 256 * MIB) else { return };
     let prod = node.production_reader(150);
+    // A window three times 000's: a burst of one second and the refaults
+    // after it lasted 5.1 s in a VM on a busy host, and were rightly acted on
+    // at 5 s.
     let mut agent = node.agent(
-        "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 5.0\n\
+        "[policy.detector]\nkind = \"constraint-thrashing\"\ntolerance = 15.0\n\
          [policy.preemptor]\nkind = \"kill\"\n",
     );
     let start = Instant::now();
@@ -74,7 +77,9 @@ fn thrashing_shorter_than_the_window_preempts_nobody() {
     run_for(&mut agent, start, Duration::from_secs(30), |_| exited(&node));
     assert!(exited(&node), "the burst ended by itself");
     assert!(node.refaults("prod-reader") > before, "the burst made production refault");
-    run_for(&mut agent, start, Duration::from_secs(7), |_| false);
+    // Past a whole window after the burst: a watch that outlived the
+    // pressure would fire by then.
+    run_for(&mut agent, start, Duration::from_secs(16), |_| false);
     assert_eq!(kinds(&agent, "preempted"), Vec::<serde_json::Value>::new());
     drop(agent);
     assert!(node.workers[prod].alive());
