@@ -18,12 +18,16 @@ pub struct TaskKey(pub u64);
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemProfile {
     points: Vec<(Duration, Bytes)>,
+    /// Before this offset each point stands for several samples, holding
+    /// their peak (`coarsen_before`).
+    #[serde(skip)]
+    coarse_until: Duration,
 }
 
 impl MemProfile {
     /// A task that holds `mem` for its whole life.
     pub fn flat(mem: Bytes) -> MemProfile {
-        MemProfile { points: vec![(Duration::ZERO, mem)] }
+        MemProfile { points: vec![(Duration::ZERO, mem)], coarse_until: Duration::ZERO }
     }
 
     /// Points in any order; they are sorted by offset, later duplicates win.
@@ -37,12 +41,23 @@ impl MemProfile {
                 false
             }
         });
-        MemProfile { points }
+        MemProfile { points, coarse_until: Duration::ZERO }
     }
 
     /// Add a sample at `offset`; samples are expected in order (a trace's usage
     /// rows), and an out-of-order one replaces in place.
     pub fn push(&mut self, offset: Duration, mem: Bytes) {
+        if offset < self.coarse_until {
+            // A late sample in the coarsened past can only raise the point
+            // in force there: replacing or splitting it would drop the peak
+            // of the samples it stands for, and the profile would hold less
+            // than the trace said.
+            let i = self.points.partition_point(|p| p.0 <= offset).saturating_sub(1);
+            if let Some(p) = self.points.get_mut(i) {
+                p.1 = p.1.max(mem);
+            }
+            return;
+        }
         match self.points.last() {
             Some(&(last, _)) if offset < last => {
                 let mut points = std::mem::take(&mut self.points);
@@ -69,9 +84,11 @@ impl MemProfile {
     /// Halve the points before index `keep`: each pair becomes one point at
     /// the first's offset holding the larger memory. The profile from
     /// `points()[keep]` on is unchanged, and before it never holds less
-    /// than it did: an envelope, coarser in time.
+    /// than it did, even after late samples there (`push`): an envelope,
+    /// coarser in time.
     pub fn coarsen_before(&mut self, keep: usize) {
         let keep = keep.min(self.points.len());
+        let last_merged = keep.checked_sub(1).map(|i| self.points[i].0);
         let mut write = 0;
         let mut read = 0;
         while read < keep {
@@ -82,6 +99,13 @@ impl MemProfile {
             read = end;
         }
         self.points.drain(write..keep);
+        // The coarse points cover up to the first point kept as it was;
+        // with none kept, up to and including the last sample merged.
+        let end = match self.points.get(write) {
+            Some(&(kept, _)) => Some(kept),
+            None => last_merged.map(|t| t + Duration::from_nanos(1)),
+        };
+        self.coarse_until = self.coarse_until.max(end.unwrap_or(Duration::ZERO));
     }
 
     /// Memory held at work offset `at` (0 for an empty profile).
@@ -238,6 +262,40 @@ mod tests {
         let mut all = before.clone();
         all.coarsen_before(usize::MAX);
         assert_eq!(all.points().len(), 5);
+    }
+
+    #[test]
+    fn a_late_sample_in_the_coarsened_past_only_raises_it() {
+        let points: Vec<(Duration, Bytes)> =
+            (0..9u64).map(|i| (Duration::from_secs(i * 10), (i * 7 % 5) * 100 + 100)).collect();
+        let before = MemProfile::from_points(points);
+        let mut late = before.clone();
+        late.coarsen_before(6);
+        let coarse = late.clone();
+        // Low samples on a merged point's own offset, between two, and
+        // before the first: the coarse past keeps its peaks.
+        for (at, mem) in [(20, 1), (35, 1), (0, 1)] {
+            late.push(Duration::from_secs(at), mem);
+        }
+        assert_eq!(late, coarse, "low samples change nothing there");
+        // A high one raises the point in force at its offset, and only it.
+        late.push(Duration::from_secs(25), 10_000);
+        assert_eq!(late.at(Duration::from_secs(20)), 10_000);
+        assert_eq!(late.points().len(), coarse.points().len(), "no point split");
+        for t in 0..100 {
+            let at = Duration::from_secs(t);
+            assert!(late.at(at) >= before.at(at), "never less than the trace said at {t}");
+        }
+        // Past the coarse part a late sample is exact again.
+        late.push(Duration::from_secs(65), 1);
+        assert_eq!(late.at(Duration::from_secs(65)), 1);
+        let mut all = before.clone();
+        all.coarsen_before(usize::MAX);
+        all.push(Duration::from_secs(80), 1);
+        let at80 = Duration::from_secs(80);
+        assert_eq!(all.at(at80), before.at(at80), "the last sample merged keeps its memory");
+        all.push(Duration::from_secs(90), 1);
+        assert_eq!(all.at(Duration::from_secs(90)), 1, "a new sample after them all");
     }
 
     use super::*;
