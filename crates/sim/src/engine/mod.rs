@@ -559,10 +559,16 @@ impl<'m> Engine<'m> {
     /// pressure, or when memory freed up for waiting tasks, keeps calm nodes cheap.
     fn worth_a_step(&self, node: u32, freed: bool) -> bool {
         let n = &self.nodes[node as usize];
-        let (queued, suspended) = n.policy.launcher().waiting();
+        // The policy is asked last: it lives apart from the node, and on a
+        // calm node that freed nothing reading it would be a cache miss
+        // for an answer that does not count.
+        let waiting = || {
+            let (queued, suspended) = n.policy.launcher().waiting();
+            queued + suspended > 0
+        };
         n.thrashing
             || n.demand.saturating_mul(5) > n.capacity.saturating_mul(4)
-            || (freed && queued + suspended > 0)
+            || (freed && waiting())
     }
 
     fn on_released(&mut self, slot: u32, epoch: u32) {
