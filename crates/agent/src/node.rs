@@ -81,7 +81,7 @@ pub struct NodeView<C> {
     next_id: u64,
     /// The limits on the way up as of the last full sample (they rarely
     /// change), read once per sample however often the node is looked at.
-    limits: std::cell::RefCell<Option<Limits>>,
+    limits: std::cell::RefCell<Option<std::sync::Arc<Limits>>>,
     /// What a container's task carries from before its current container:
     /// work done (kept across checkpoints) and its pre-dump, if any.
     carried: BTreeMap<ContainerId, (Duration, Option<ImageInfo>)>,
@@ -94,7 +94,7 @@ pub struct NodeView<C> {
 }
 
 /// The limits that bound the node: the root's and its ancestors'.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Limits {
     /// The tightest of them, `None` when none is set.
     tightest: Option<u64>,
@@ -428,9 +428,9 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
     }
 
     /// The limits on the way up, read at the first look after a full sample.
-    fn limits(&self) -> Result<Limits, CgroupError> {
+    fn limits(&self) -> Result<std::sync::Arc<Limits>, CgroupError> {
         if let Some(cached) = self.limits.borrow().as_ref() {
-            return Ok(cached.clone());
+            return Ok(std::sync::Arc::clone(cached));
         }
         // The tightest limit on the way up: a node cgroup can never hold
         // more than an enclosing one allows.
@@ -449,7 +449,8 @@ impl<C: ContainerCgroups + ContainerControl> NodeView<C> {
                 }
             }
         }
-        self.limits.replace(Some(read.clone()));
+        let read = std::sync::Arc::new(read);
+        self.limits.replace(Some(std::sync::Arc::clone(&read)));
         Ok(read)
     }
 
