@@ -1,17 +1,26 @@
 //! `overbook bench colocation` end to end through the binary, short scenes,
 //! in the VM (a whole machine with swap, Debian's Redis, PostgreSQL and
-//! earlyoom, CRIU): every policy runs, production is measured in every
+//! earlyoom, CRIU): the policies that need a whole machine or a working
+//! CRIU run (earlyoom, the kernel's own OOM killer, overbook's checkpointing
+//! policies) beside the isolated reference; production is measured in every
 //! scene, every oversubscribed policy runs best-effort work, isolated runs
-//! none, static never loses any, the
-//! table, JSON and plot are written and everything made is removed. The
-//! comparison's numbers are the benchmark's to report (README), not this
-//! test's to assert.
+//! none, the table, JSON and plot are written and everything made is
+//! removed. The policies a memory cgroup can host (static, threshold,
+//! overbook-kill, and these again) run on the host, natively
+//! (`bench_colocation_native`): an emulated scene costs about 80 s, and
+//! these three ran the same code here as there. The comparison's numbers
+//! are the benchmark's to report (README), not this test's to assert.
 
 mod common;
 
+/// The policies that need the VM: earlyoom and the kernel's OOM killer watch
+/// a whole machine, overbook's checkpoints need a working CRIU; isolated is
+/// every ratio's reference.
+const POLICIES: [&str; 5] = ["isolated", "kernel", "earlyoom", "overbook-adaptive", "overbook"];
+
 #[test]
 #[ignore = "takes the whole machine (earlyoom, the kernel OOM killer): runs in the VM (scripts/vm)"]
-fn every_policy_runs_the_same_scene_and_cleans_up() {
+fn the_whole_machine_policies_run_the_same_scene_and_clean_up() {
     assert!(
         std::env::var_os("OVERBOOK_VM").is_some(),
         "this test gives the whole machine to earlyoom and the OOM killer: run it in scripts/vm"
@@ -23,6 +32,7 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
     let plot = dir.path().join("colocation.svg");
     let scratch = dir.path().display().to_string();
     let plot_arg = plot.display().to_string();
+    let policies = POLICIES.join(",");
     let args = [
         "bench",
         "colocation",
@@ -30,6 +40,9 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
         "30",
         "--repeats",
         "1",
+        "--no-warmup",
+        "--policies",
+        &policies,
         "--scratch",
         &scratch,
         "--plot",
@@ -37,23 +50,12 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
     ];
     let (_, r) = common::run_bench(&args, &json);
     let scenes = r["scenes"].as_array().expect("scenes");
-    // Run in a seeded order of their own; every policy once (the warm-up
-    // scene is not counted).
+    // Run in a seeded order of their own; every policy once.
     let mut names: Vec<&str> = scenes.iter().filter_map(|s| s["policy"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(
-        names,
-        [
-            "earlyoom",
-            "isolated",
-            "kernel",
-            "overbook",
-            "overbook-adaptive",
-            "overbook-kill",
-            "static",
-            "threshold"
-        ]
-    );
+    let mut want = POLICIES.to_vec();
+    want.sort_unstable();
+    assert_eq!(names, want);
     let scene = |policy: &str| {
         scenes.iter().find(|s| s["policy"] == policy).expect("every policy ran").clone()
     };
@@ -65,17 +67,13 @@ fn every_policy_runs_the_same_scene_and_cleans_up() {
         // Production's CPU time is read from its processes' schedstat.
         assert!(s["prod_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
         assert!(s["prod_runq_wait_s"].as_f64().is_some_and(|x| x >= 0.0), "{s}");
-        // Static may fit nothing: on the CI's 1 GiB guest production
-        // reserves all but 59 MiB, less than the smallest job.
-        if s["policy"] != "isolated" && s["policy"] != "static" {
+        if s["policy"] != "isolated" {
             assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
         }
     }
     assert_eq!(scene("isolated")["batch"]["started"], 0, "isolated runs no best-effort work");
-    let fixed = scene("static");
-    assert_eq!(fixed["batch"]["kills"], 0, "static admits only what fits: {fixed}");
     let summary = r["summary"].as_array().expect("summary");
-    assert_eq!(summary.len(), 8);
+    assert_eq!(summary.len(), POLICIES.len());
     // One repeat: each interval is its one ratio.
     let isolated = summary.iter().find(|s| s["policy"] == "isolated").expect("isolated");
     assert_eq!(isolated["redis_p99_ci"], serde_json::json!([1.0, 1.0]), "{isolated}");

@@ -1,8 +1,9 @@
 //! `overbook bench colocation --native` end to end on this host, short
 //! scenes: the node is a memory cgroup of the machine with a limit, the
 //! services and jobs run natively in it, and a swap file is made for the
-//! run where the machine has none. Every policy the mode has runs, both
-//! services answer in every scene, the JSON and plot are written, and
+//! run where the machine has none. Every policy the mode has runs (the VM's
+//! `bench_colocation` runs those that need a whole machine or CRIU), both
+//! services answer in every scene, static loses no job, the JSON and plot are written, and
 //! everything made is removed: the scratch directory, the node cgroups,
 //! the swap file. The numbers are the documented long runs' to report
 //! (README), not this test's to assert.
@@ -66,6 +67,9 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
         assert!(s["prod_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
         if s["policy"] != "isolated" {
             assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
+        }
+        if s["policy"] == "static" {
+            assert_eq!(s["batch"]["kills"], 0, "static admits only what fits: {s}");
         }
     }
     assert!(std::fs::read_to_string(&plot).expect("plot").contains("<svg"));
