@@ -10,57 +10,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+// The lab's control plane, one file for both crates' tests.
+#[allow(dead_code)]
+#[path = "../../lab/tests/common/control_plane.rs"]
+mod control_plane;
+
+use control_plane::{text, ControlPlane};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// A control plane up in `dir`, brought down on drop (a failed assertion too).
-struct ControlPlane {
-    dir: PathBuf,
-}
-
-impl ControlPlane {
-    fn up(dir: PathBuf) -> ControlPlane {
-        let out = Command::new(script()).arg("up").arg(&dir).output().expect("runs scripts/kube");
-        let plane = ControlPlane { dir };
-        assert!(out.status.success(), "scripts/kube up: {}", text(&out));
-        plane
-    }
-
-    fn env(&self, key: &str) -> String {
-        let env = std::fs::read_to_string(self.dir.join("env")).expect("its env file");
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} in {env}"))
-            .to_string()
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new(self.env("KUBECTL"))
-            .arg("--kubeconfig")
-            .arg(self.env("KUBECONFIG"))
-            .arg("--request-timeout=20s")
-            .args(args)
-            .output()
-            .expect("runs kubectl");
-        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let _ = Command::new(script()).arg("down").arg(&self.dir).output();
-    }
-}
 
 /// The child's output, or a failure after `within` (the child killed).
 fn output_within(mut cmd: Command, within: Duration) -> Output {
@@ -223,10 +180,10 @@ fn bench_kubernetes_reports_every_goal_s_metric_and_leaves_nothing() {
 /// Nothing of a run left: not its Node (`node`, or any bench node when
 /// empty), not a pod, not a cgroup.
 fn nothing_left(plane: &ControlPlane, node: &str) {
-    let nodes = plane.kubectl(&["get", "nodes", "-o", "name"]);
+    let nodes = plane.ok(&["get", "nodes", "-o", "name"], None);
     let node = if node.is_empty() { "overbook-bench-" } else { node };
     assert!(!nodes.contains(node), "{node} left: {nodes}");
-    let pods = plane.kubectl(&["get", "pods", "-A", "-o", "name"]);
+    let pods = plane.ok(&["get", "pods", "-A", "-o", "name"], None);
     assert!(!pods.contains("obb-"), "pods left: {pods}");
     let left = Command::new("find")
         .args(["/sys/fs/cgroup", "-maxdepth", "2", "-type", "d", "-name", "overbook-bench-kube-*"])

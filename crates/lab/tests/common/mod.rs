@@ -2,6 +2,7 @@
 //! workers, torn down on drop, and the agent driven tick by tick.
 #![allow(dead_code)]
 
+pub mod control_plane;
 pub mod kube;
 
 use overbook_agent::{Agent, AgentConfig, EventLog};
