@@ -349,14 +349,18 @@ fn a_task_checkpointed_on_one_node_is_restored_on_another_from_the_shared_store(
 #[test]
 #[ignore = "needs CRIU: runs in the VM (scripts/vm)"]
 fn adaptive_kills_a_young_task_and_checkpoints_one_that_did_more_work_than_a_checkpoint_costs() {
-    // 20 MB/s both ways: a 32 MiB task costs ~3.5 s to dump and restore.
-    let cfg = "write_mb_s = 20\nread_mb_s = 20\npre_dump_interval = 0\n";
+    // 8 MB/s both ways: a 32 MiB task costs ~8.4 s to dump and restore.
+    // The young one is preempted at its first step: 1 to 4 s after its
+    // start under emulation, on a busy host (at 20 MB/s, a cost of 3.4 s,
+    // a young one of 3.5 s was once worth its checkpoint). The old one has
+    // run 10 s and more by then, and has 14 s of steps left.
+    let cfg = "write_mb_s = 8\nread_mb_s = 8\npre_dump_interval = 0\n";
     let Some((node, config)) = setup_with("ckpt-adaptive", "adaptive", cfg) else { return };
     let start = Instant::now();
     let mut a = agent(&config);
     a.tick(now(start)).expect("tick");
-    a.submit(now(start), paced("be-old", 1.0, "0.3")).expect("starts");
-    run_for(&mut a, start, Duration::from_secs(8), |_| false);
+    a.submit(now(start), paced("be-old", 1.0, "0.6")).expect("starts");
+    run_for(&mut a, start, Duration::from_secs(10), |_| false);
     a.submit(now(start), paced("be-young", 1.0, "0.1")).expect("starts");
     let young_log = log_of(&node, "be-young");
     run_for(&mut a, start, Duration::from_secs(30), |_| !progress(&young_log).is_empty());
