@@ -379,7 +379,7 @@ impl Generator {
         let mean = self.cfg.production_usage;
         let usage = Beta::new(mean * USAGE_CONCENTRATION, (1.0 - mean) * USAGE_CONCENTRATION).ok();
         let period = self.cfg.usage_period.0;
-        let mut points = Vec::new();
+        let mut points = Vec::with_capacity(points_within(work, period));
         let mut at = Duration::ZERO;
         while at < work {
             let share = usage.as_ref().map_or(mean, |b| b.sample(&mut self.rng));
@@ -415,8 +415,9 @@ impl Generator {
         let work = self.work(&self.best_effort.work.clone());
         let peak = request as f64 * (peak_share * self.rng.gen_range(0.9..=1.1)).min(1.0);
         let ramp = work.mul_f64(RAMP_SHARE);
-        let mut points = vec![(Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5))];
         let period = self.cfg.usage_period.0;
+        let mut points = Vec::with_capacity(1 + points_within(work.saturating_sub(ramp), period));
+        points.push((Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5)));
         let mut at = ramp;
         let mut first = true;
         while at < work {
@@ -484,6 +485,15 @@ impl Generator {
         }
         true
     }
+}
+
+/// How many usage points a profile sampled every `period` from 0 until
+/// `span` has, to size its vector once: long tasks have hundreds, and
+/// growing the vector point by point copied each profile several times.
+/// Capped, as it is only a hint.
+fn points_within(span: Duration, period: Duration) -> usize {
+    let n = span.as_nanos().div_ceil(period.as_nanos().max(1));
+    usize::try_from(n.min(1 << 16)).unwrap_or(1 << 16)
 }
 
 fn log_normal(mu: f64, sigma: f64, key: &str) -> Result<LogNormal<f64>, GenError> {
