@@ -72,6 +72,9 @@ pub struct PreemptorResult {
     pub restore_s: f64,
     /// Best-effort tasks whose answer differs from an uninterrupted run's.
     pub wrong_answers: Vec<String>,
+    /// For each of them, what its log ended with and what the agent did
+    /// to it, in order: the evidence to find where the work went wrong.
+    pub wrong_evidence: Vec<String>,
 }
 
 /// The whole run.
@@ -305,9 +308,28 @@ fn summarize(
         let got = log.lines().find_map(|l| l.strip_prefix("answer ")).map(str::to_string);
         if got.is_none() || got != want {
             r.wrong_answers.push(t.name.clone());
+            r.wrong_evidence.push(evidence(&t.name, &log, events, want.as_deref()));
         }
     }
     r
+}
+
+/// A wrong task's story: the answer wanted, its log's last lines, and the
+/// agent's events for it.
+fn evidence(name: &str, log: &str, events: &[Event], want: Option<&str>) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(8)..].join(" | ");
+    let story: Vec<String> = events
+        .iter()
+        .filter(|e| task_of(e) == name)
+        .map(|e| format!("{:.1} {} {}", e.at, e.kind, e.detail))
+        .collect();
+    format!(
+        "{name}: wanted answer {}; its log ({} lines) ends: {tail}; its events: {}",
+        want.unwrap_or("?"),
+        lines.len(),
+        story.join("; ")
+    )
 }
 
 /// Runs every preemptor; `say` hears progress.
@@ -325,6 +347,9 @@ pub fn run(plan: &PreemptionPlan, say: &mut dyn FnMut(&str)) -> Result<Preemptio
         say(&format!("{p}: {} best-effort tasks, {} bursts", tasks.len(), plan.bursts));
         let (events, dir) = run_scene(plan, limit, p, &tasks, plan.bursts, burst_gap, say)?;
         let r = summarize(p, &events, &tasks, &dir, alone);
+        for e in &r.wrong_evidence {
+            say(&format!("{p}: WRONG: {e}"));
+        }
         let _ = std::fs::remove_dir_all(&dir);
         results.push(r);
     }
