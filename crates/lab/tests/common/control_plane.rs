@@ -88,22 +88,19 @@ impl ControlPlane {
 
     /// Stops the API server (etcd and the scheduler run on): an outage.
     pub fn apiserver_stop(&self) {
-        let out = Command::new(script())
-            .arg("apiserver-stop")
-            .arg(&self.dir)
-            .output()
-            .expect("runs scripts/kube");
-        assert!(out.status.success(), "scripts/kube apiserver-stop: {}", text(&out));
+        self.script("apiserver-stop");
     }
 
     /// Starts the API server again on its port; returns once it is ready.
     pub fn apiserver_start(&self) {
-        let out = Command::new(script())
-            .arg("apiserver-start")
-            .arg(&self.dir)
-            .output()
-            .expect("runs scripts/kube");
-        assert!(out.status.success(), "scripts/kube apiserver-start: {}", text(&out));
+        self.script("apiserver-start");
+    }
+
+    /// `scripts/kube VERB DIR` on this plane, which must succeed.
+    fn script(&self, verb: &str) {
+        let out =
+            Command::new(script()).arg(verb).arg(&self.dir).output().expect("runs scripts/kube");
+        assert!(out.status.success(), "scripts/kube {verb}: {}", text(&out));
     }
 
     /// Registers Node `name` as a kubelet would: its capacity, then the
