@@ -331,3 +331,42 @@ fn an_adopted_task_that_is_killed_runs_again() {
     assert!(events_of(&second, "kill-too-late", "be-adopted").is_empty());
     assert_eq!(events_of(&second, "started", "be-adopted").len(), 1, "it runs again");
 }
+
+/// A task the kernel's OOM killer ends (here: it outgrows the node's whole
+/// limit, with no swap to spill to) did not finish: its work is not done,
+/// so it runs again like a task a preemption killed, within the same
+/// restart budget, and is given up past it; never told as finished.
+#[test]
+fn a_task_the_kernel_oom_kills_runs_again_within_its_budget_never_counted_finished() {
+    let Some(node) = Node::new("kernel-oom", 48 * MIB) else { return };
+    let db = node.dir.path().join("state.db");
+    let extra = "[policy.launcher]\nmax_restarts = 1\nrestart_backoff = 0.2\n\
+                 delay_after_kill = false\nmin_sync_period = 0.1\n";
+    // Nothing to spill to (the VM's guest has zram swap): the kernel kills.
+    let swap_max = node.bench.dir(None).join("memory.swap.max");
+    if swap_max.exists() {
+        std::fs::write(&swap_max, "0").expect("the node's memory.swap.max");
+    }
+    let mut agent = agent_on(&node, &db, extra);
+    let start = Instant::now();
+    let now = || Time::from_duration(start.elapsed());
+    agent.tick(now()).expect("tick");
+    agent
+        .submit(now(), request("be-greedy", Class::BestEffort, &["anon", "96M", "60"]))
+        .expect("admitted");
+    run_for(&mut agent, start, Duration::from_secs(60), |a| {
+        !events_of(a, "gave-up", "be-greedy").is_empty()
+            || !events_of(a, "finished", "be-greedy").is_empty()
+    });
+    let finished = events_of(&agent, "finished", "be-greedy");
+    assert!(finished.is_empty(), "an OOM-killed task told as finished: {finished:?}");
+    let requeued = events_of(&agent, "requeued", "be-greedy");
+    assert_eq!(requeued.len(), 1, "{requeued:?}");
+    assert_eq!(requeued[0].1["by_kernel"], true, "{requeued:?}");
+    assert!(requeued[0].1["status"].as_str().is_some_and(|s| s.starts_with("signal: 9")));
+    assert_eq!(events_of(&agent, "started", "be-greedy").len(), 2);
+    let gave_up = events_of(&agent, "gave-up", "be-greedy");
+    assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+    assert_eq!(gave_up[0].1["by_kernel"], true);
+    assert!(agent.status().queued.is_empty());
+}

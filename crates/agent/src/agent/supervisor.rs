@@ -272,6 +272,22 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             if let Ok(Outcome::Done(Some(peak))) = self.view.cgroups().peak(&path) {
                 m.peak = m.peak.max(peak);
             }
+            // The kernel's OOM killer ended it (SIGKILL, and its container
+            // counts an OOM kill): its work is not done, so it runs again as
+            // after a preemption's kill, within the same restart budget.
+            // (`bench preemption` once found a task finished with no answer.)
+            let by_kernel = !m.killed
+                && !adopted
+                && status.starts_with("signal: 9")
+                && matches!(
+                    self.view.cgroups().counters(&path),
+                    Ok(Outcome::Done(c)) if c.oom_kills.is_some_and(|k| k > 0)
+                );
+            if by_kernel {
+                m.killed = true;
+                self.policy.departed(id);
+                self.policy.note_kill(now);
+            }
             let _ = self.view.cgroups().remove(&path);
             // A task that exited by itself (a status, not a signal) finished,
             // even if a kill was decided meanwhile: it raced the kill to its
@@ -295,10 +311,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                             now,
                             EventKind::Requeued,
                             Some(&path),
-                            json!({ "status": status, "restarts": restarts, "after_s": after.as_secs_f64() }),
+                            json!({ "status": status, "restarts": restarts, "after_s": after.as_secs_f64(), "by_kernel": by_kernel }),
                         );
+                        let who =
+                            if by_kernel { "killed by the kernel's OOM killer" } else { "killed" };
                         let detail =
-                            format!("killed; starts again after {:.1} s", after.as_secs_f64());
+                            format!("{who}; starts again after {:.1} s", after.as_secs_f64());
                         self.persist(now, id, StoredState::Queued, &detail);
                     }
                     AfterKill::GiveUp => {
@@ -314,7 +332,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                             now,
                             EventKind::GaveUp,
                             Some(&path),
-                            json!({ "status": status, "restarts": restarts, "max_restarts": max }),
+                            json!({ "status": status, "restarts": restarts, "max_restarts": max, "by_kernel": by_kernel }),
                         );
                     }
                 }
