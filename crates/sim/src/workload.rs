@@ -59,14 +59,12 @@ impl MemProfile {
             return;
         }
         match self.points.last() {
-            Some(&(last, _)) if offset < last => {
-                let mut points = std::mem::take(&mut self.points);
-                points.push((offset, mem));
-                *self = MemProfile::from_points(points);
-            }
-            Some(&(last, _)) if offset == last => {
-                if let Some(p) = self.points.last_mut() {
-                    p.1 = mem;
+            // Out of order or repeated: in place, so the coarse past stays
+            // marked as such (rebuilding the profile forgot where it ends).
+            Some(&(last, _)) if offset <= last => {
+                match self.points.binary_search_by_key(&offset, |p| p.0) {
+                    Ok(i) => self.points[i].1 = mem,
+                    Err(i) => self.points.insert(i, (offset, mem)),
                 }
             }
             _ => self.points.push((offset, mem)),
@@ -289,6 +287,10 @@ mod tests {
         // Past the coarse part a late sample is exact again.
         late.push(Duration::from_secs(65), 1);
         assert_eq!(late.at(Duration::from_secs(65)), 1);
+        // ... and the coarse past stays coarse after it: a low sample on a
+        // merged point's offset still cannot lower its peak.
+        late.push(Duration::from_secs(20), 1);
+        assert_eq!(late.at(Duration::from_secs(20)), 10_000, "the peak kept after a late row");
         let mut all = before.clone();
         all.coarsen_before(usize::MAX);
         all.push(Duration::from_secs(80), 1);
