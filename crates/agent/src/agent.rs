@@ -129,6 +129,8 @@ pub struct Agent<C> {
     told_skipped: std::collections::BTreeSet<String>,
     told_unreadable: BTreeMap<String, String>,
     last_full: Option<Time>,
+    /// Up to when the sample's progress has been brought (`bring_sample_to`).
+    sample_told_at: Time,
     wake_at: Option<Time>,
     /// Critical containers whose protection has been said.
     protected: std::collections::BTreeSet<ContainerId>,
@@ -272,6 +274,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             told_skipped: Default::default(),
             told_unreadable: BTreeMap::new(),
             last_full: None,
+            sample_told_at: Time::ZERO,
             wake_at: None,
             protected: std::collections::BTreeSet::new(),
             cpu: config.cpu,
@@ -367,6 +370,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
         self.last_full = Some(now);
         self.sample = self.view.sample(now)?;
+        self.sample_told_at = now;
         Ok(true)
     }
 
@@ -382,9 +386,30 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         }
     }
 
+    /// The last full sample, told as of `now`: it can be seconds old on a
+    /// calm node, and predate this agent's own acts. A container frozen
+    /// or being dumped since is not a candidate, whatever the sample says
+    /// (the calm moment's step once offered a task CRIU held, and the loop
+    /// froze it under CRIU); a running one's work counts up to now (an
+    /// operator's `--how policy` once weighed 3 s of work for 11.6 s, and
+    /// killed a task worth its checkpoint).
+    pub(super) fn bring_sample_to(&mut self, now: Time) {
+        let ran = now.since(self.sample_told_at);
+        self.sample_told_at = self.sample_told_at.max(now);
+        for c in &mut self.sample.containers {
+            let held = self.dumps.involves(c.id) || self.view.by_id(c.id).is_some_and(|k| k.frozen);
+            if held {
+                c.state = overbook_core::RunState::Frozen;
+            } else if c.state == overbook_core::RunState::Running {
+                c.progress += ran;
+            }
+        }
+    }
+
     /// The policy decides on the last sample at `now`; its actions are done.
     fn step_policy(&mut self, now: Time, tick: &mut Tick) {
         self.actions.clear();
+        self.bring_sample_to(now);
         let obs = Observation { now, node: self.sample.node, containers: &self.sample.containers };
         let decided = Instant::now();
         let backlog = self.dump_backlog();

@@ -5,7 +5,7 @@
 
 use crate::checkpoint::CheckpointConfig;
 use crate::classes::{ClassRule, ClassRules};
-use overbook_core::config::{plain_words, ConfigError, PolicyConfig};
+use overbook_core::config::{plain_words, ConfigError, PolicyConfig, ProtectConfig};
 use overbook_core::detect::DetectorConfig;
 use overbook_core::preempt::PreemptorConfig;
 use overbook_core::rank::RankerConfig;
@@ -345,6 +345,7 @@ struct RawPolicy {
     preemptor: Option<PreemptorConfig>,
     launcher: Option<toml::Table>,
     reclaimer: Option<ReclaimerConfig>,
+    protect: Option<ProtectConfig>,
 }
 
 impl RawPolicy {
@@ -373,6 +374,7 @@ impl RawPolicy {
             preemptor: self.preemptor.unwrap_or(d.preemptor),
             launcher,
             reclaimer: self.reclaimer.unwrap_or(d.reclaimer),
+            protect: self.protect.unwrap_or(d.protect),
         };
         policy.validate().map_err(|e| e.under("policy"))?;
         Ok(policy)

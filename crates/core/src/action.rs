@@ -90,6 +90,10 @@ pub enum Action {
     /// Keep a critical container's memory: never swapped, and never
     /// reclaimed below `min` where the node has memory floors.
     Protect { id: ContainerId, min: Option<Bytes> },
+    /// Keep a production container's memory (policy `protect.production`):
+    /// reclaimed only once nothing unprotected is left (v2 `memory.low`),
+    /// so best-effort work pays for the node's shortage first.
+    ProtectProduction { id: ContainerId },
 }
 
 impl Action {
@@ -100,7 +104,8 @@ impl Action {
             | Action::Reject { id, .. }
             | Action::Preempt { id, .. }
             | Action::Reclaim { id, .. }
-            | Action::Protect { id, .. } => id,
+            | Action::Protect { id, .. }
+            | Action::ProtectProduction { id } => id,
         }
     }
 }

@@ -82,6 +82,19 @@ pub struct PolicyConfig {
     pub preemptor: PreemptorConfig,
     pub launcher: LaunchConfig,
     pub reclaimer: ReclaimerConfig,
+    pub protect: ProtectConfig,
+}
+
+/// `[protect]`: whose memory the kernel is told to keep.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtectConfig {
+    /// Production containers' memory is protected at their usage (v2
+    /// `memory.low`, raised as it grows): when the node's memory is short,
+    /// the kernel reclaims from everything else first, so best-effort work
+    /// pays for its own collisions and production runs on. v1 has no
+    /// such protection for a node under a cgroup limit.
+    pub production: bool,
 }
 
 impl PolicyConfig {
@@ -101,6 +114,7 @@ impl PolicyConfig {
                 delay_after_kill: false,
                 ..LaunchConfig::default()
             },
+            protect: ProtectConfig { production: true },
             ..PolicyConfig::default()
         }
     }

@@ -7,7 +7,7 @@ use crate::detect::{Detector, Verdict};
 use crate::launch::{Admission, LaunchConfig, Launcher, TaskRequest};
 use crate::model::{Bytes, ContainerId, ContainerStats, JobId, NodeStats, Observation};
 use crate::preempt::{PreemptContext, Preemptor, StoreBandwidth, SwapPace};
-use crate::protect::CriticalGuard;
+use crate::protect::{CriticalGuard, ProductionGuard};
 use crate::rank::{rank_candidates, Ranker};
 use crate::reclaim::Reclaimer;
 use crate::time::Time;
@@ -42,6 +42,8 @@ pub struct NodePolicy {
     ranked: Vec<(ContainerId, f64)>,
     /// Critical containers' protection, where the node does it.
     guard: Option<CriticalGuard>,
+    /// With `protect.production`.
+    production_guard: Option<ProductionGuard>,
     /// Whether the last step held the launcher because the node thrashes.
     held: bool,
 }
@@ -66,6 +68,7 @@ impl NodePolicy {
             window: cfg.detector.window(),
             ranked: Vec::new(),
             guard: None,
+            production_guard: cfg.protect.production.then(ProductionGuard::default),
             held: false,
         })
     }
@@ -240,6 +243,9 @@ impl NodePolicy {
             }
         }
         if let Some(g) = &mut self.guard {
+            g.plan(obs.containers, out);
+        }
+        if let Some(g) = &mut self.production_guard {
             g.plan(obs.containers, out);
         }
         self.launcher.note_usage(obs.containers);

@@ -11,7 +11,7 @@
 use crate::action::Action;
 use crate::model::{Bytes, Class, ContainerStats};
 use crate::ContainerId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A floor is raised only once usage has grown past it by this share...
 const RAISE_SHARE: Bytes = 10;
@@ -48,6 +48,28 @@ impl CriticalGuard {
                 let min = self.floors_available.then_some(c.usage);
                 self.floors.insert(c.id, c.usage);
                 out.push(Action::Protect { id: c.id, min });
+            }
+        }
+    }
+}
+
+/// Production containers whose memory is protected (`protect.production`):
+/// each once, when first seen with processes. The kernel's protection
+/// holds all of its memory, whatever it grows to; nothing to raise.
+#[derive(Debug, Default)]
+pub struct ProductionGuard {
+    protected: BTreeSet<ContainerId>,
+}
+
+impl ProductionGuard {
+    /// The protections due now, appended to `out`; containers no longer
+    /// there are forgotten (a container of the same id later is new).
+    pub fn plan(&mut self, containers: &[ContainerStats], out: &mut Vec<Action>) {
+        let production = |c: &&ContainerStats| c.class == Class::Production;
+        self.protected.retain(|id| containers.iter().filter(production).any(|c| c.id == *id));
+        for c in containers.iter().filter(production) {
+            if self.protected.insert(c.id) {
+                out.push(Action::ProtectProduction { id: c.id });
             }
         }
     }
@@ -93,6 +115,23 @@ mod tests {
         // Gone, then back: protected anew.
         assert!(plan(&mut g, &[]).is_empty());
         assert_eq!(plan(&mut g, &[am]).len(), 1);
+    }
+
+    #[test]
+    fn production_is_protected_once_while_it_is_there_and_nothing_else_is() {
+        let mut g = ProductionGuard::default();
+        let web = stats(2, Class::Production, 100 * MIB);
+        let am = stats(1, Class::Critical, 100 * MIB);
+        let batch = stats(3, Class::BestEffort, 100 * MIB);
+        let mut out = Vec::new();
+        g.plan(&[am.clone(), web.clone(), batch.clone()], &mut out);
+        assert_eq!(out, vec![Action::ProtectProduction { id: ContainerId(2) }]);
+        out.clear();
+        g.plan(&[web.clone(), batch.clone()], &mut out);
+        assert!(out.is_empty(), "once");
+        g.plan(&[batch], &mut out);
+        g.plan(&[web], &mut out);
+        assert_eq!(out, vec![Action::ProtectProduction { id: ContainerId(2) }], "back: anew");
     }
 
     #[test]

@@ -294,8 +294,13 @@ fn critical_containers_bypass_swap_and_keep_their_memory_production_does_not() {
     node.hog("prod-web", 32, None);
     let mut agent = node.agent(KILL);
     let start = Instant::now();
-    run_for(&mut agent, start, Duration::from_secs(10), |a| !kinds(a, "protected").is_empty());
-    let protected = kinds(&agent, "protected");
+    // Critical containers' protection carries `swap`; production's own
+    // (the default `protect.production`, below) does not.
+    let critical = |a: &Agent<Box<dyn overbook_linux::NodeCgroups>>| -> Vec<serde_json::Value> {
+        kinds(a, "protected").into_iter().filter(|e| e["detail"].get("swap").is_some()).collect()
+    };
+    run_for(&mut agent, start, Duration::from_secs(10), |a| !critical(a).is_empty());
+    let protected = critical(&agent);
     assert_eq!(protected.len(), 1, "{protected:?}");
     assert!(protected[0]["container"].as_str().is_some_and(|c| c.ends_with("/crit-am")));
     let read = |name: &str, file: &str| -> String {
@@ -318,6 +323,67 @@ fn critical_containers_bypass_swap_and_keep_their_memory_production_does_not() {
             assert_eq!(read("prod-web", "memory.min"), "0");
         }
     }
+}
+
+/// `[policy.protect] production` (on by default): production's memory is
+/// kept from reclaim while anything else is left. On v2 (the VM) the agent
+/// sets `memory.low = max`, and when a best-effort hog outgrows the node,
+/// the kernel takes the hog's memory, not production's: production, busy
+/// with all of its memory, barely faults. Without it, the same scene
+/// reclaims from both, and production faults its memory back (the
+/// control, so the test can fail). On v1 (this host) the agent says it
+/// cannot, once, and sets nothing.
+#[test]
+fn production_s_memory_is_kept_from_reclaim_where_the_kernel_can_keep_it() {
+    // Production's major faults while the hog comes in, with or without
+    // protection, and the hog's.
+    let scene = |protect: bool| -> Option<(u64, u64)> {
+        let mut node = Node::new(if protect { "keep-prod" } else { "keep-prod-off" }, 256 * MIB)?;
+        let web = node.start("prod-web", &["anon", "128M"]);
+        node.workers[web].ready(Duration::from_secs(60)).expect("production is ready");
+        let extra = format!(
+            "[policy.detector]\nkind = \"static\"\n[policy.protect]\nproduction = {protect}\n"
+        );
+        let mut agent = node.agent(&extra);
+        let start = Instant::now();
+        let said = |a: &Agent<Box<dyn overbook_linux::NodeCgroups>>| {
+            kinds(a, "protected").len() + kinds(a, "protect-failed").len()
+        };
+        run_for(&mut agent, start, Duration::from_secs(10), |a| !protect || said(a) > 0);
+        if !protect {
+            assert_eq!(said(&agent), 0, "nothing protected when not asked");
+        }
+        if node.cg.version() == CgroupVersion::V1 {
+            let failed = kinds(&agent, "protect-failed");
+            assert_eq!(failed.len(), 1, "said once: {failed:?}");
+            assert!(failed[0]["container"].as_str().is_some_and(|c| c.ends_with("/prod-web")));
+            assert!(kinds(&agent, "protected").is_empty());
+            return None;
+        }
+        let dir = format!("/sys/fs/cgroup/{}", node.root.as_str());
+        let read = |name: &str, file: &str| -> String {
+            std::fs::read_to_string(format!("{dir}/{name}/{file}")).expect("kernel file")
+        };
+        if protect {
+            let protected = kinds(&agent, "protected");
+            assert_eq!(protected.len(), 1, "{protected:?}");
+            assert_eq!(read("prod-web", "memory.low").trim(), "max");
+        }
+        let faults = |name: &str| -> u64 {
+            let stat = read(name, "memory.stat");
+            let line = stat.lines().find_map(|l| l.strip_prefix("pgmajfault "));
+            line.and_then(|v| v.trim().parse().ok()).expect("pgmajfault")
+        };
+        let before = faults("prod-web");
+        // 128 + 192 MiB on a 256 MiB node: 64 MiB or more must go to swap.
+        node.hog("be-hog", 192, None);
+        Some((faults("prod-web") - before, faults("be-hog")))
+    };
+    let Some((kept, hog)) = scene(true) else { return };
+    let (lost, _) = scene(false).expect("the same host");
+    assert!(lost >= 500, "unprotected, production faults its memory back: {lost}");
+    assert!(kept * 4 < lost, "protected production faulted {kept} times, unprotected {lost}");
+    assert!(hog > 0, "the hog paid: {hog} faults");
 }
 
 #[test]

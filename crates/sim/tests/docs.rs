@@ -11,7 +11,7 @@
 //! (`` | `key` | ``) of the table under its own heading, not just a word
 //! somewhere in the file.
 
-use overbook_core::config::PolicyConfig;
+use overbook_core::config::{PolicyConfig, ProtectConfig};
 use overbook_core::detect::DetectorConfig;
 use overbook_core::launch::LaunchConfig;
 use overbook_core::preempt::PreemptorConfig;
@@ -247,7 +247,9 @@ fn every_policy_kind_and_field_is_documented() {
     for mode in &modes {
         assert!(admission.contains(&format!("`{mode}`")), "admission row lacks `{mode}`");
     }
-    // The four stages are all there is to a policy.
+    let protect = section(&doc, "`[policy.protect]`", "config.md");
+    assert_rows(protect, "[policy.protect]", &keys_of(&ProtectConfig::default()));
+    // The stages are all there is to a policy.
     let stages = expected(&error_of::<PolicyConfig>("[no_such_stage]\nkind = \"x\""));
     for stage in stages {
         section(&doc, &format!("`[policy.{stage}]`"), "config.md");

@@ -20,6 +20,7 @@ use super::{Agent, Tick, SETTLE};
 use crate::checkpoint::Dumper;
 use crate::events::details::PreemptReport;
 use crate::events::EventKind;
+use crate::store::StoredState;
 use overbook_core::{Class, ContainerId, Evidence, Preemption, Time};
 use overbook_linux::criu::CriuError;
 use overbook_linux::criu::DumpReport;
@@ -276,12 +277,35 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     fn end_dump(&mut self, now: Time, done: DumpDone, tick: &mut Tick) {
         let DumpDone { order, pending, result } = done;
         self.view.set_frozen(order.id, false);
+        let seized = matches!(result.report, Err(CriuError::Timeout { .. }));
         match self.finish_checkpoint(now, order.id, pending, result) {
             Ok(outcome) => {
                 let done = Preemption::Checkpoint { incremental: order.incremental };
                 self.conclude(now, &order, done, None, Ok(outcome), tick);
             }
+            Err(why) if seized => self.kill_seized(now, &order, why, tick),
             Err(why) => self.fall_back(now, &order, format!("checkpoint failed: {why}"), tick),
+        }
+    }
+
+    /// CRIU was killed at its timeout while it held the tree: it did not
+    /// let the tree go as it does when it fails, so the tree may run on
+    /// with CRIU's parasite code in it (one died of SIGTRAP, and its log
+    /// ended mid-way). It cannot be trusted to finish right: it is killed
+    /// and starts again from the beginning, whether the kill or CRIU's
+    /// leftovers end it.
+    fn kill_seized(&mut self, now: Time, order: &PreemptOrder, why: String, tick: &mut Tick) {
+        let fallback = Some(format!(
+            "checkpoint failed: {why}; CRIU was killed while it held the tree, which cannot be \
+             trusted to run on: kill instead"
+        ));
+        self.intend_kill(now, order.id, Preemption::Kill);
+        let result = self.suspend_or_kill(order.id, Preemption::Kill, &order.path, order.usage);
+        let result = result.map_err(|e| e.to_string());
+        self.conclude(now, order, Preemption::Kill, fallback, result, tick);
+        if let Some(m) = self.tasks.by_id.get_mut(&order.id) {
+            m.killed = true;
+            self.persist(now, order.id, StoredState::Killed, "CRIU was killed while it held it");
         }
     }
 

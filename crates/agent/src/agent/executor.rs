@@ -35,6 +35,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             }
             Action::Reclaim { id, bytes } => self.reclaim(now, *id, *bytes),
             Action::Protect { id, min } => self.protect(now, *id, *min),
+            Action::ProtectProduction { id } => self.protect_production(now, *id),
             Action::Reject { id, reason } => {
                 if let Some(m) = self.tasks.by_id.remove(id) {
                     self.view.unreserve(&m.path);
@@ -69,6 +70,21 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 EventKind::PreemptRefused,
                 Some(&path),
                 json!({ "class": class.as_str(), "how": how.as_str(), "evidence": evidence }),
+            );
+            return;
+        }
+        // CRIU holds it (its dump is under way or queued): freezing or
+        // dumping it again would stop CRIU's parasite mid-way, CRIU would
+        // be killed at its timeout, and the task left with CRIU's code in
+        // it (`bench preemption` saw one die of SIGTRAP, its work lost).
+        if self.dumps.involves(id) {
+            let evidence = detail_json(&self.evidence_detail(evidence));
+            let why = "its dump is under way or queued: CRIU has it";
+            self.record(
+                now,
+                EventKind::PreemptRefused,
+                Some(&path),
+                json!({ "class": class.as_str(), "how": how.as_str(), "why": why, "evidence": evidence }),
             );
             return;
         }
@@ -290,6 +306,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             });
         }
         let how = if order.how == "policy" {
+            self.bring_sample_to(now);
             let stats = self.sample.containers.iter().find(|c| c.id == id);
             match stats {
                 Some(stats) => self.policy.preemption_for(stats, now, self.sample.node.swap_free),
@@ -429,6 +446,37 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 json!({ "swap": "never", "min": min }),
             ),
             Ok(_) => {}
+            Err(e) => self.record(
+                now,
+                EventKind::ProtectFailed,
+                Some(&path),
+                json!({ "error": e.to_string() }),
+            ),
+        }
+    }
+
+    /// Production's memory kept from reclaim while anything unprotected is
+    /// left (`[policy.protect] production`): v2 `memory.low` = max, so a
+    /// shortage on the node is paid by best-effort work first. v1 has no
+    /// such protection for a node under a limit (its soft limit reclaims a
+    /// container's excess *first*): said once per container, nothing set.
+    pub(super) fn protect_production(&mut self, now: Time, id: ContainerId) {
+        let Some(k) = self.view.by_id(id) else { return };
+        let path = k.path.clone();
+        if self.view.cgroups().version() != overbook_linux::CgroupVersion::V2 {
+            let error = "cgroup v1 has no memory.low: production's memory is not protected";
+            self.record(now, EventKind::ProtectFailed, Some(&path), json!({ "error": error }));
+            return;
+        }
+        let protection = overbook_linux::Protection {
+            low: Some(overbook_linux::Limit::Unlimited),
+            ..overbook_linux::Protection::default()
+        };
+        match self.view.cgroups().protect(&path, &protection) {
+            Ok(Outcome::Done(())) => {
+                self.record(now, EventKind::Protected, Some(&path), json!({ "low": "max" }));
+            }
+            Ok(Outcome::Vanished) => {}
             Err(e) => self.record(
                 now,
                 EventKind::ProtectFailed,

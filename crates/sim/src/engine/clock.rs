@@ -23,9 +23,26 @@ pub enum Lane {
     Slowed = 0,
     /// Always at full speed: critical containers bypass swap (000 §3.2).
     Full = 1,
+    /// Production under memory protection (v2 `memory.low`, the policy's
+    /// `protect.production`): the kernel reclaims unprotected memory first,
+    /// so it slows only once production alone outgrows the node.
+    Protected = 2,
+}
+
+/// The speeds of a node's slowing lanes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speeds {
+    pub slowed: f64,
+    pub protected: f64,
+}
+
+impl Speeds {
+    pub const FULL: Speeds = Speeds { slowed: 1.0, protected: 1.0 };
 }
 
 impl Lane {
+    /// Where a task of `class` starts: production goes on the protected
+    /// lane only once the policy protects it (`Action::ProtectProduction`).
     pub fn of(class: Class) -> Lane {
         if class == Class::Critical {
             Lane::Full
@@ -34,11 +51,21 @@ impl Lane {
         }
     }
 
-    /// How fast a task on this lane runs on a node running at `node_speed`.
-    pub fn speed(self, node_speed: f64) -> f64 {
+    /// How fast a task on this lane runs at the node's `speeds`.
+    pub fn speed(self, speeds: Speeds) -> f64 {
         match self {
-            Lane::Slowed => node_speed,
+            Lane::Slowed => speeds.slowed,
             Lane::Full => 1.0,
+            Lane::Protected => speeds.protected,
+        }
+    }
+
+    /// Its place in the stall clocks (`Clocks::thrash`), for the lanes that slow.
+    fn stall(self) -> Option<usize> {
+        match self {
+            Lane::Slowed => Some(0),
+            Lane::Full => None,
+            Lane::Protected => Some(1),
         }
     }
 }
@@ -47,25 +74,39 @@ impl Lane {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Clocks {
     /// Work done by a task on each lane.
-    pub work: [Duration; 2],
-    /// Time a slowed task ran while the node thrashed.
-    pub thrash: Duration,
-    /// Major faults and refaults per GiB a slowed task held.
-    pub majors: f64,
-    pub refaults: f64,
+    pub work: [Duration; 3],
+    /// Time a task on a slowing lane (slowed, protected) ran slowed by
+    /// thrashing.
+    pub thrash: [Duration; 2],
+    /// Major faults and refaults per GiB a task on a slowing lane held.
+    pub majors: [f64; 2],
+    pub refaults: [f64; 2],
 }
 
 impl Clocks {
-    /// Account `dt` at `speed`; `rates` are the thrash model's fault rates per
-    /// GiB while the node thrashes.
-    pub fn advance(&mut self, dt: Duration, speed: f64, thrashing: bool, rates: (f64, f64)) {
-        self.work[Lane::Slowed as usize] += dt.mul_f64(speed);
+    /// Account `dt` at `speeds`; `rates` are the thrash model's fault rates
+    /// per GiB for each slowing lane while the node thrashes. The protected
+    /// lane is kept only where the node protects production.
+    pub fn advance(
+        &mut self,
+        dt: Duration,
+        speeds: Speeds,
+        thrashing: bool,
+        rates: [(f64, f64); 2],
+        protected: bool,
+    ) {
+        self.work[Lane::Slowed as usize] += dt.mul_f64(speeds.slowed);
         self.work[Lane::Full as usize] += dt.mul_f64(1.0);
-        if thrashing && speed < 1.0 {
-            let secs = dt.as_secs_f64();
-            self.thrash += dt;
-            self.majors += rates.0 * secs;
-            self.refaults += rates.1 * secs;
+        if protected {
+            self.work[Lane::Protected as usize] += dt.mul_f64(speeds.protected);
+        }
+        let secs = dt.as_secs_f64();
+        for (i, speed) in [speeds.slowed, speeds.protected].into_iter().enumerate() {
+            if thrashing && speed < 1.0 {
+                self.thrash[i] += dt;
+                self.majors[i] += rates[i].0 * secs;
+                self.refaults[i] += rates[i].1 * secs;
+            }
         }
     }
 
@@ -74,16 +115,16 @@ impl Clocks {
         self.work[lane as usize].saturating_sub(base.work[lane as usize])
     }
 
-    /// Bring a task running on this node up to date: add what it accumulated
-    /// since its last sync, and take the current reading as its new base.
-    pub fn sync(&self, task: &mut Task) {
-        let lane = Lane::of(task.spec.class);
+    /// Bring a task running on this node on `lane` up to date: add what it
+    /// accumulated since its last sync, and take the current reading as its
+    /// new base.
+    pub fn sync(&self, task: &mut Task, lane: Lane) {
         task.progress += self.work_since(&task.base, lane);
-        if lane == Lane::Slowed {
-            task.outcome.thrashing_time += self.thrash.saturating_sub(task.base.thrash);
+        if let Some(i) = lane.stall() {
+            task.outcome.thrashing_time += self.thrash[i].saturating_sub(task.base.thrash[i]);
             let gib = task.mem as f64 / GIB;
-            task.major_faults += gib * (self.majors - task.base.majors);
-            task.refaults += gib * (self.refaults - task.base.refaults);
+            task.major_faults += gib * (self.majors[i] - task.base.majors[i]);
+            task.refaults += gib * (self.refaults[i] - task.base.refaults[i]);
         }
         task.base = *self;
     }

@@ -82,8 +82,9 @@ impl Engine<'_> {
                 };
                 let (mem, out) = (task.mem, std::mem::take(&mut task.out));
                 let n = &mut self.nodes[node as usize];
+                let lane = n.lane(slot);
                 n.remove_member(slot);
-                n.demand = n.demand.saturating_sub(mem);
+                n.hold(lane, mem, 0);
                 n.out = n.out.saturating_sub(out);
                 n.swap_used = n.swap_used.saturating_sub(out);
                 if matches!(phase, Phase::Idle { .. }) {

@@ -197,7 +197,8 @@ impl<'m> Engine<'m> {
         let mut guarantee_keys = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
             let policy = NodePolicy::new(&cfg.policy, facilities).map_err(|e| e.under("policy"))?;
-            let node = Node::new(cfg.node_memory, cfg.node_swap, policy);
+            let node =
+                Node::new(cfg.node_memory, cfg.node_swap, policy, cfg.policy.protect.production);
             keys.push(node.placement_key(overbook_core::convert::usize_to_u32(i)));
             guarantee_keys.push(node.guarantee_key(overbook_core::convert::usize_to_u32(i)));
             nodes.push(node);
@@ -516,7 +517,7 @@ impl<'m> Engine<'m> {
         let (id, job, peak) = (task.id, task.spec.job, task.spec.profile.peak());
         let (runtime, mem) = (task.progress, task.mem);
         let n = &mut self.nodes[node as usize];
-        n.demand = n.demand.saturating_sub(mem);
+        n.hold(n.lane(slot), mem, 0);
         n.remove_member(slot);
         n.policy.finished(id, job, peak, runtime);
         self.release_guarantee(slot, node);
@@ -542,7 +543,7 @@ impl<'m> Engine<'m> {
         let before = task.mem;
         task.mem = mem;
         let n = &mut self.nodes[node as usize];
-        n.demand = n.demand.saturating_sub(before).saturating_add(mem);
+        n.hold(n.lane(slot), before, mem);
         if mem > before {
             self.kernel_reclaim(node);
         }
@@ -583,12 +584,13 @@ impl<'m> Engine<'m> {
         self.advance(node);
         let now = self.now;
         let n = &mut self.nodes[node as usize];
+        let lane = n.lane(slot);
         n.remove_member(slot);
         n.policy.departed(id);
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
         };
-        n.demand = n.demand.saturating_sub(task.mem);
+        n.hold(lane, task.mem, 0);
         if task.doomed {
             // The trace ended it meanwhile: what it held is free, and it leaves.
             if matches!(phase, Phase::Dumping { .. }) {
@@ -701,7 +703,7 @@ impl<'m> Engine<'m> {
         for m in &n.members {
             if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {
                 if m.running {
-                    n.clocks.sync(task);
+                    n.clocks.sync(task, m.lane);
                 }
                 observed.push(stats_of(task));
             }
@@ -749,6 +751,26 @@ impl<'m> Engine<'m> {
             // it is protected already (and the simulated policies run
             // without the agent's guard, so none arrives).
             Action::Protect { .. } => {}
+            Action::ProtectProduction { .. } => self.protect(slot, node),
+        }
+    }
+
+    /// Production's memory protected from reclaim (v2 `memory.low`): the
+    /// task goes on the protected lane, and the node's speeds change.
+    fn protect(&mut self, slot: u32, node: u32) {
+        self.advance(node);
+        self.sync(slot);
+        let Some(task) = self.slots.get(slot as usize).and_then(Option::as_ref) else { return };
+        let (mem, running) = (task.mem, task.phase == Phase::Running { node });
+        if !self.nodes[node as usize].protect(slot, mem) {
+            return;
+        }
+        // Its next point is counted on the protected lane's clock now.
+        if running {
+            self.target_point(slot, node);
+        }
+        if !self.recompute(node) && running {
+            self.time_point(slot, node);
         }
     }
 
@@ -771,8 +793,9 @@ impl<'m> Engine<'m> {
         }
         task.base = n.clocks;
         let mem = task.mem;
-        n.add_member(Member::new(slot, true, Lane::of(task.spec.class), task.spec.cpus));
-        n.demand = n.demand.saturating_add(mem);
+        let lane = Lane::of(task.spec.class);
+        n.add_member(Member::new(slot, true, lane, task.spec.cpus));
+        n.hold(lane, 0, mem);
         self.kernel_reclaim(node);
         self.target_point(slot, node);
         if !self.recompute(node) {
@@ -817,7 +840,7 @@ impl<'m> Engine<'m> {
         task.mem = task.profile_mem();
         let mem = task.mem;
         let epoch = task.bump();
-        let member = Member::new(slot, false, Lane::of(task.spec.class), task.spec.cpus);
+        let (class, task_cpus) = (task.spec.class, task.spec.cpus);
         self.counters.checkpoint_bytes_read += read;
         let n = &mut self.nodes[node as usize];
         if was_frozen {
@@ -825,8 +848,9 @@ impl<'m> Engine<'m> {
         }
         // A short memory of how long resumes wait here: 004's local queue time.
         n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
-        n.add_member(member);
-        n.demand = n.demand.saturating_add(mem);
+        let lane = Lane::of(class);
+        n.add_member(Member::new(slot, false, lane, task_cpus));
+        n.hold(lane, 0, mem);
         self.kernel_reclaim(node);
         self.recompute(node);
         self.queue

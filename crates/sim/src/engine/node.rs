@@ -1,6 +1,7 @@
 //! A simulated node: its memory, the tasks that hold memory on it, and its policy.
 
-use super::clock::{Clocks, Lane};
+use super::clock::{Clocks, Lane, Speeds};
+use super::task::Task;
 use overbook_core::policy::NodePolicy;
 use overbook_core::{Bytes, NodeStats, Time};
 use std::time::Duration;
@@ -48,6 +49,11 @@ pub struct Node {
     pub members: Vec<Member>,
     /// Memory the members hold.
     pub demand: Bytes,
+    /// Whether the policy protects production's memory (`protect.production`):
+    /// the members it protects go on the protected lane.
+    pub protect_production: bool,
+    /// Of `demand`, what members on the protected lane hold.
+    pub protected: Bytes,
     /// Of `demand`, what reclaim pushed to swap from idle members (it is
     /// also in `swap_used`).
     pub out: Bytes,
@@ -62,8 +68,8 @@ pub struct Node {
     /// Requests of the tasks queued here, so placement sees work on its way.
     pub queued_request: Bytes,
     pub queued: u32,
-    /// How fast its tasks progress now (1.0 unless it thrashes).
-    pub speed: f64,
+    /// How fast its tasks progress now, by lane (1.0 unless it thrashes).
+    pub speeds: Speeds,
     pub thrashing: bool,
     /// Up to when the clocks have been advanced.
     pub last: Time,
@@ -84,7 +90,12 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(capacity: Bytes, swap_total: Bytes, policy: NodePolicy) -> Node {
+    pub fn new(
+        capacity: Bytes,
+        swap_total: Bytes,
+        policy: NodePolicy,
+        protect_production: bool,
+    ) -> Node {
         Node {
             capacity,
             swap_total,
@@ -92,13 +103,15 @@ impl Node {
             policy: Box::new(policy),
             members: Vec::new(),
             demand: 0,
+            protect_production,
+            protected: 0,
             out: 0,
             idle: 0,
             running_cpus: 0.0,
             guaranteed: 0,
             queued_request: 0,
             queued: 0,
-            speed: 1.0,
+            speeds: Speeds::FULL,
             thrashing: false,
             last: Time::ZERO,
             clocks: Clocks::default(),
@@ -119,7 +132,7 @@ impl Node {
             swap_total: self.swap_total,
             swap_free: self.swap_total.saturating_sub(self.swap_used),
             // Time its tasks ran slowed by thrashing: the simulator's PSI `some total`.
-            stall: Some(self.clocks.thrash),
+            stall: Some(self.clocks.thrash[0]),
         }
     }
 
@@ -144,6 +157,60 @@ impl Node {
             self.guaranteed as u128 * 1_000_000 / (self.capacity.max(1) as u128),
         );
         (ppm, 0, index)
+    }
+
+    /// The lane member `slot` is on (slowed if it is not a member).
+    pub fn lane(&self, slot: u32) -> Lane {
+        self.members.iter().find(|m| m.slot == slot).map_or(Lane::Slowed, |m| m.lane)
+    }
+
+    /// Bring member `slot`'s task up to the node's clocks (`Clocks::sync`).
+    pub fn sync(&self, slot: u32, task: &mut Task) {
+        self.clocks.sync(task, self.lane(slot));
+    }
+
+    /// A member of `lane` now holds `mem` where it held `before`.
+    pub fn hold(&mut self, lane: Lane, before: Bytes, mem: Bytes) {
+        self.demand = self.demand.saturating_sub(before).saturating_add(mem);
+        if lane == Lane::Protected {
+            self.protected = self.protected.saturating_sub(before).saturating_add(mem);
+        }
+    }
+
+    /// Member `slot`, holding `mem`, goes on the protected lane (its task
+    /// synced by the caller): returns whether it moved.
+    pub fn protect(&mut self, slot: u32, mem: Bytes) -> bool {
+        let Some(m) = self.member_mut(slot).filter(|m| m.lane == Lane::Slowed) else {
+            return false;
+        };
+        m.lane = Lane::Protected;
+        m.unplan();
+        self.protected = self.protected.saturating_add(mem);
+        true
+    }
+
+    /// Speeds by lane for what is in RAM now, on `model`. Without
+    /// protection, one speed for all (what the kernel does with no
+    /// `memory.low`). With it, the kernel reclaims unprotected memory
+    /// first: what is not production is squeezed into what production
+    /// leaves, and production slows only once it alone outgrows the node.
+    pub fn speeds(&self, model: &dyn super::ThrashModel) -> (Speeds, [(Bytes, Bytes); 2]) {
+        let resident = self.resident();
+        if !self.protect_production {
+            let speed = model.speed(resident, self.capacity).clamp(1e-6, 1.0);
+            let squeeze = [(resident, self.capacity), (0, self.capacity)];
+            return (Speeds { slowed: speed, protected: 1.0 }, squeeze);
+        }
+        let production = self.protected.min(resident);
+        let rest = resident - production;
+        let room = self.capacity.saturating_sub(production);
+        let slowed = match (rest, room) {
+            (0, _) => 1.0,
+            (_, 0) => 1e-6,
+            _ => model.speed(rest, room).clamp(1e-6, 1.0),
+        };
+        let protected = model.speed(production, self.capacity).clamp(1e-6, 1.0);
+        (Speeds { slowed, protected }, [(rest, room), (production, self.capacity)])
     }
 
     pub fn member_mut(&mut self, slot: u32) -> Option<&mut Member> {

@@ -10,7 +10,7 @@
 //! Whatever moves a node's points marks the node (`points_moved`); the
 //! node's event is put right before the next event is taken (`settle_points`).
 
-use super::clock::Clocks;
+use super::clock::{Clocks, Speeds};
 use super::node::Member;
 use super::queue::Event;
 use super::task::Phase;
@@ -31,17 +31,22 @@ impl Engine<'_> {
         if super::tracing() {
             eprintln!(
                 "adv {} node={} last={:?} speed={} thr={} demand={}",
-                now.0, node, dt, n.speed, n.thrashing, n.demand
+                now.0, node, dt, n.speeds.slowed, n.thrashing, n.demand
             );
         }
         let secs = dt.as_secs_f64();
         let rates = if n.thrashing {
             self.counters.thrashing_node_seconds += secs;
-            self.model.fault_rates(n.resident(), n.capacity)
+            if n.protect_production {
+                let (_, squeeze) = n.speeds(self.model);
+                squeeze.map(|(held, room)| self.model.fault_rates(held, room))
+            } else {
+                [self.model.fault_rates(n.resident(), n.capacity), (0.0, 0.0)]
+            }
         } else {
-            (0.0, 0.0)
+            [(0.0, 0.0); 2]
         };
-        n.clocks.advance(dt, n.speed, n.thrashing, rates);
+        n.clocks.advance(dt, n.speeds, n.thrashing, rates, n.protect_production);
         self.counters.busy_core_seconds += n.running_cpus * secs;
     }
 
@@ -51,7 +56,7 @@ impl Engine<'_> {
             return;
         };
         if let Phase::Running { node } = task.phase {
-            self.nodes[node as usize].clocks.sync(task);
+            self.nodes[node as usize].sync(slot, task);
         }
     }
 
@@ -60,17 +65,19 @@ impl Engine<'_> {
     /// whether it did.
     pub(super) fn recompute(&mut self, node: u32) -> bool {
         let n = &mut self.nodes[node as usize];
-        let speed = self.model.speed(n.resident(), n.capacity).clamp(1e-6, 1.0);
+        let (speeds, _) = n.speeds(self.model);
         let was_thrashing = n.thrashing;
         n.thrashing = n.resident() > n.capacity;
-        let changed = (speed - n.speed).abs() > 1e-12;
-        n.speed = speed;
+        let moved = |a: f64, b: f64| (a - b).abs() > 1e-12;
+        let changed =
+            moved(speeds.slowed, n.speeds.slowed) || moved(speeds.protected, n.speeds.protected);
+        n.speeds = speeds;
         if changed {
             let now = self.now;
-            let (clocks, speed) = (n.clocks, n.speed);
+            let clocks = n.clocks;
             for m in n.members.iter_mut().filter(|m| m.running && m.target != Duration::MAX) {
                 m.seq = self.queue.stamp();
-                m.at = time_to(now, m, &clocks, speed);
+                m.at = time_to(now, m, &clocks, speeds);
             }
         }
         if self.nodes[node as usize].thrashing && !was_thrashing {
@@ -91,7 +98,7 @@ impl Engine<'_> {
         if task.phase != (Phase::Running { node }) {
             return;
         }
-        n.clocks.sync(task);
+        n.sync(slot, task);
         let point = task.next_point();
         let Some(m) = n.members.iter_mut().find(|m| m.slot == slot) else {
             return;
@@ -116,7 +123,7 @@ impl Engine<'_> {
             return;
         }
         m.seq = self.queue.stamp();
-        m.at = time_to(now, m, &n.clocks, n.speed);
+        m.at = time_to(now, m, &n.clocks, n.speeds);
         self.points_moved(node);
     }
 
@@ -183,7 +190,7 @@ impl Engine<'_> {
         if task.phase != (Phase::Running { node }) {
             return;
         }
-        n.clocks.sync(task);
+        n.sync(slot, task);
         // The point was timed for exactly this work offset at a speed that
         // has not changed since (or it would have been re-timed): snap to it
         // so rounding never leaves a task a nanosecond short forever.
@@ -215,12 +222,12 @@ impl Engine<'_> {
     }
 }
 
-/// When member `m` reaches its target at the node's `speed`, from `now`.
-fn time_to(now: Time, m: &Member, clocks: &Clocks, speed: f64) -> Time {
+/// When member `m` reaches its target at the node's `speeds`, from `now`.
+fn time_to(now: Time, m: &Member, clocks: &Clocks, speeds: Speeds) -> Time {
     if m.target == Duration::MAX {
         return Time::MAX;
     }
     let work = m.target.saturating_sub(clocks.work[m.lane as usize]);
-    let speed = m.lane.speed(speed);
+    let speed = m.lane.speed(speeds);
     now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12))
 }
