@@ -374,10 +374,16 @@ fn production_s_memory_is_kept_from_reclaim_where_the_kernel_can_keep_it() {
             let line = stat.lines().find_map(|l| l.strip_prefix("pgmajfault "));
             line.and_then(|v| v.trim().parse().ok()).expect("pgmajfault")
         };
-        let before = faults("prod-web");
         // 128 + 192 MiB on a 256 MiB node: 64 MiB or more must go to swap.
         node.hog("be-hog", 192, None);
-        Some((faults("prod-web") - before, faults("be-hog")))
+        // Both working at random over all of their memory: production's
+        // faults over the next seconds, at the agent's own pace.
+        let before = faults("prod-web");
+        let hog_before = faults("be-hog");
+        run_for(&mut agent, start, Duration::from_secs(5), |_| false);
+        let (p, h) = (faults("prod-web") - before, faults("be-hog") - hog_before);
+        eprintln!("protect={protect}: production {p} major faults, hog {h}");
+        Some((p, h))
     };
     let Some((kept, hog)) = scene(true) else { return };
     let (lost, _) = scene(false).expect("the same host");

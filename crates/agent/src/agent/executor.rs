@@ -463,8 +463,16 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub(super) fn protect_production(&mut self, now: Time, id: ContainerId) {
         let Some(k) = self.view.by_id(id) else { return };
         let path = k.path.clone();
-        if self.view.cgroups().version() != overbook_linux::CgroupVersion::V2 {
-            let error = "cgroup v1 has no memory.low: production's memory is not protected";
+        let why_not = if self.view.cgroups().version() != overbook_linux::CgroupVersion::V2 {
+            Some("cgroup v1 has no memory.low: production's memory is not protected")
+        } else if self.view.pods() {
+            // The kernel honours a pod's memory.low only as far as its QoS
+            // cgroup's (the kubelet's) protects it, which is nothing.
+            Some("a kubelet's pod: its QoS cgroup has no memory.low, so the pod's would not count")
+        } else {
+            None
+        };
+        if let Some(error) = why_not {
             self.record(now, EventKind::ProtectFailed, Some(&path), json!({ "error": error }));
             return;
         }
