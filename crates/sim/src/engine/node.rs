@@ -189,28 +189,33 @@ impl Node {
         true
     }
 
-    /// Speeds by lane for what is in RAM now, on `model`. Without
-    /// protection, one speed for all (what the kernel does with no
-    /// `memory.low`). With it, the kernel reclaims unprotected memory
-    /// first: what is not production is squeezed into what production
-    /// leaves, and production slows only once it alone outgrows the node.
-    pub fn speeds(&self, model: &dyn super::ThrashModel) -> (Speeds, [(Bytes, Bytes); 2]) {
+    /// What each slowing lane (slowed, protected) holds in RAM now, and
+    /// the memory it has to hold it in. Without protection, one squeeze
+    /// for all (what the kernel does with no `memory.low`). With it, the
+    /// kernel reclaims unprotected memory first: what is not production is
+    /// squeezed into what production leaves, and production is squeezed
+    /// only once it alone outgrows the node.
+    pub fn squeeze(&self) -> [(Bytes, Bytes); 2] {
         let resident = self.resident();
         if !self.protect_production {
-            let speed = model.speed(resident, self.capacity).clamp(1e-6, 1.0);
-            let squeeze = [(resident, self.capacity), (0, self.capacity)];
-            return (Speeds { slowed: speed, protected: 1.0 }, squeeze);
+            return [(resident, self.capacity), (0, self.capacity)];
         }
         let production = self.protected.min(resident);
-        let rest = resident - production;
         let room = self.capacity.saturating_sub(production);
-        let slowed = match (rest, room) {
-            (0, _) => 1.0,
-            (_, 0) => 1e-6,
-            _ => model.speed(rest, room).clamp(1e-6, 1.0),
+        [(resident - production, room), (production, self.capacity)]
+    }
+
+    /// How fast each lane runs for what is in RAM now, on `model`.
+    pub fn speeds(&self, model: &dyn super::ThrashModel) -> Speeds {
+        let speed = |(held, room): (Bytes, Bytes)| {
+            if held > 0 && room == 0 {
+                1e-6
+            } else {
+                model.speed(held, room).clamp(1e-6, 1.0)
+            }
         };
-        let protected = model.speed(production, self.capacity).clamp(1e-6, 1.0);
-        (Speeds { slowed, protected }, [(rest, room), (production, self.capacity)])
+        let [slowed, protected] = self.squeeze();
+        Speeds { slowed: speed(slowed), protected: speed(protected) }
     }
 
     pub fn member_mut(&mut self, slot: u32) -> Option<&mut Member> {

@@ -37,12 +37,7 @@ impl Engine<'_> {
         let secs = dt.as_secs_f64();
         let rates = if n.thrashing {
             self.counters.thrashing_node_seconds += secs;
-            if n.protect_production {
-                let (_, squeeze) = n.speeds(self.model);
-                squeeze.map(|(held, room)| self.model.fault_rates(held, room))
-            } else {
-                [self.model.fault_rates(n.resident(), n.capacity), (0.0, 0.0)]
-            }
+            n.squeeze().map(|(held, room)| self.model.fault_rates(held, room))
         } else {
             [(0.0, 0.0); 2]
         };
@@ -65,7 +60,7 @@ impl Engine<'_> {
     /// whether it did.
     pub(super) fn recompute(&mut self, node: u32) -> bool {
         let n = &mut self.nodes[node as usize];
-        let (speeds, _) = n.speeds(self.model);
+        let speeds = n.speeds(self.model);
         let was_thrashing = n.thrashing;
         n.thrashing = n.resident() > n.capacity;
         let moved = |a: f64, b: f64| (a - b).abs() > 1e-12;
