@@ -452,7 +452,10 @@ mod tests {
     fn a_setting_applies_to_the_runs_it_fits() {
         let s = load("default", &[], &sets(&["policy.detector.tolerance=5"])).expect("loads");
         let names: Vec<&str> = s.runs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["mercury", "kuber", "charon", "overbook-adaptive", "overbook"]);
+        assert_eq!(
+            names,
+            ["mercury", "kuber", "charon", "overbook-adaptive", "overbook", "overbook-packed"]
+        );
         assert_eq!(tolerance(&s, "mercury"), None);
         assert_eq!(tolerance(&s, "charon"), Some(5.0));
         assert_eq!(tolerance(&s, "overbook-adaptive"), Some(5.0));
