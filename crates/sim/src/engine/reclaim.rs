@@ -74,7 +74,9 @@ impl Engine<'_> {
         let mut members = Vec::with_capacity(n.members.len());
         for m in &n.members {
             let Some(task) = self.task(m.slot) else { continue };
-            if task.spec.class == Class::Critical {
+            // Critical memory is never reclaimed; protected production's
+            // only once nothing else is left, which the squeeze covers.
+            if task.spec.class == Class::Critical || m.lane == super::clock::Lane::Protected {
                 continue;
             }
             let (idle, held) = match task.phase {
