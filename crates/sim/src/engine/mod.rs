@@ -14,6 +14,8 @@ mod node;
 mod placement;
 mod points;
 mod prefetch;
+#[cfg(test)]
+mod protection;
 mod queue;
 mod reclaim;
 mod task;
