@@ -164,7 +164,7 @@ impl Engine<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::engine::{Engine, KillDelay, SimConfig, ThrashModel};
     use crate::workload::{MemProfile, Pause, TaskKey, TaskSpec, WorkloadEvent};
     use overbook_core::config::PolicyConfig;
@@ -178,7 +178,9 @@ mod tests {
 
     const GIB: Bytes = 1 << 30;
 
-    struct Steep;
+    /// Speed falls steeply past capacity; faults at a fixed rate (also the
+    /// protected lane's tests').
+    pub(crate) struct Steep;
     impl ThrashModel for Steep {
         fn speed(&self, demand: Bytes, capacity: Bytes) -> f64 {
             if demand <= capacity {

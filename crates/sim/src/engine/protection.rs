@@ -1,7 +1,8 @@
 //! Production's memory kept by the kernel (`protect.production`): what a
 //! shortage costs, and whom, with and without it.
 
-use crate::engine::{Engine, KillDelay, SimConfig, ThrashModel};
+use crate::engine::death::tests::Steep;
+use crate::engine::{Engine, KillDelay, SimConfig};
 use crate::outcome::TaskOutcome;
 use crate::workload::{MemProfile, TaskKey, TaskSpec, WorkloadEvent};
 use overbook_core::config::{PolicyConfig, ProtectConfig};
@@ -12,24 +13,6 @@ use rand::RngCore;
 use std::time::Duration;
 
 const GIB: Bytes = 1 << 30;
-
-struct Steep;
-impl ThrashModel for Steep {
-    fn speed(&self, demand: Bytes, capacity: Bytes) -> f64 {
-        if demand <= capacity {
-            1.0
-        } else {
-            (capacity as f64 / demand as f64).powi(8)
-        }
-    }
-    fn fault_rates(&self, demand: Bytes, capacity: Bytes) -> (f64, f64) {
-        if demand <= capacity {
-            (0.0, 0.0)
-        } else {
-            (5000.0, 5000.0)
-        }
-    }
-}
 
 struct Instant;
 impl KillDelay for Instant {
