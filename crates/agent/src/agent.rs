@@ -401,7 +401,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             if held {
                 c.state = overbook_core::RunState::Frozen;
             } else if c.state == overbook_core::RunState::Running {
-                c.progress += ran;
+                // A task this agent started: its own books, not from when a
+                // sample first found its container (a calm node's first
+                // full sample can come seconds after the start).
+                let started = self
+                    .tasks
+                    .by_id
+                    .get(&c.id)
+                    .and_then(|m| m.started_at.map(|at| m.progress_before + now.since(at)));
+                c.progress = started.unwrap_or(c.progress + ran);
             }
         }
     }
