@@ -82,9 +82,9 @@ impl Engine<'_> {
                 };
                 let (mem, out) = (task.mem, std::mem::take(&mut task.out));
                 let n = &mut self.nodes[node as usize];
-                let lane = n.lane(slot);
+                let protected = n.protected(slot);
                 n.remove_member(slot);
-                n.hold(lane, mem, 0);
+                n.hold(protected, mem, 0);
                 n.out = n.out.saturating_sub(out);
                 n.swap_used = n.swap_used.saturating_sub(out);
                 if matches!(phase, Phase::Idle { .. }) {

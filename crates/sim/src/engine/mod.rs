@@ -519,7 +519,7 @@ impl<'m> Engine<'m> {
         let (id, job, peak) = (task.id, task.spec.job, task.spec.profile.peak());
         let (runtime, mem) = (task.progress, task.mem);
         let n = &mut self.nodes[node as usize];
-        n.hold(n.lane(slot), mem, 0);
+        n.hold(n.protected(slot), mem, 0);
         n.remove_member(slot);
         n.policy.finished(id, job, peak, runtime);
         self.release_guarantee(slot, node);
@@ -545,7 +545,7 @@ impl<'m> Engine<'m> {
         let before = task.mem;
         task.mem = mem;
         let n = &mut self.nodes[node as usize];
-        n.hold(n.lane(slot), before, mem);
+        n.hold(n.protected(slot), before, mem);
         if mem > before {
             self.kernel_reclaim(node);
         }
@@ -586,13 +586,13 @@ impl<'m> Engine<'m> {
         self.advance(node);
         let now = self.now;
         let n = &mut self.nodes[node as usize];
-        let lane = n.lane(slot);
+        let protected = n.protected(slot);
         n.remove_member(slot);
         n.policy.departed(id);
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
         };
-        n.hold(lane, task.mem, 0);
+        n.hold(protected, task.mem, 0);
         if task.doomed {
             // The trace ended it meanwhile: what it held is free, and it leaves.
             if matches!(phase, Phase::Dumping { .. }) {
@@ -797,7 +797,7 @@ impl<'m> Engine<'m> {
         let mem = task.mem;
         let lane = Lane::of(task.spec.class);
         n.add_member(Member::new(slot, true, lane, task.spec.cpus));
-        n.hold(lane, 0, mem);
+        n.hold(false, 0, mem);
         self.kernel_reclaim(node);
         self.target_point(slot, node);
         if !self.recompute(node) {
@@ -852,7 +852,7 @@ impl<'m> Engine<'m> {
         n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
         let lane = Lane::of(class);
         n.add_member(Member::new(slot, false, lane, task_cpus));
-        n.hold(lane, 0, mem);
+        n.hold(false, 0, mem);
         self.kernel_reclaim(node);
         self.recompute(node);
         self.queue

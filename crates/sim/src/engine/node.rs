@@ -164,15 +164,25 @@ impl Node {
         self.members.iter().find(|m| m.slot == slot).map_or(Lane::Slowed, |m| m.lane)
     }
 
-    /// Bring member `slot`'s task up to the node's clocks (`Clocks::sync`).
-    pub fn sync(&self, slot: u32, task: &mut Task) {
-        self.clocks.sync(task, self.lane(slot));
+    /// Whether member `slot` is on the protected lane. Without protection
+    /// no member is, and the member list is not searched: this is asked on
+    /// every memory change, the simulator's hottest path.
+    pub fn protected(&self, slot: u32) -> bool {
+        self.protect_production && self.lane(slot) == Lane::Protected
     }
 
-    /// A member of `lane` now holds `mem` where it held `before`.
-    pub fn hold(&mut self, lane: Lane, before: Bytes, mem: Bytes) {
+    /// Bring member `slot`'s task up to the node's clocks (`Clocks::sync`).
+    pub fn sync(&self, slot: u32, task: &mut Task) {
+        let lane =
+            if self.protect_production { self.lane(slot) } else { Lane::of(task.spec.class) };
+        self.clocks.sync(task, lane);
+    }
+
+    /// A member (on the protected lane or not) now holds `mem` where it
+    /// held `before`.
+    pub fn hold(&mut self, protected: bool, before: Bytes, mem: Bytes) {
         self.demand = self.demand.saturating_sub(before).saturating_add(mem);
-        if lane == Lane::Protected {
+        if protected {
             self.protected = self.protected.saturating_sub(before).saturating_add(mem);
         }
     }
