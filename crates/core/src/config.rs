@@ -110,6 +110,7 @@ impl PolicyConfig {
             preemptor: PreemptorConfig::production_first(),
             launcher: LaunchConfig {
                 charge_until_peak: true,
+                resync_on_finish: true,
                 hold_while_thrashing: true,
                 delay_after_kill: false,
                 ..LaunchConfig::default()

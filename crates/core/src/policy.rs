@@ -164,8 +164,16 @@ impl NodePolicy {
     }
 
     /// A task finished normally.
-    pub fn finished(&mut self, id: ContainerId, job: JobId, peak: Bytes, runtime: Duration) {
+    pub fn finished(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        job: JobId,
+        peak: Bytes,
+        runtime: Duration,
+    ) {
         self.launcher.finished(job, peak, runtime);
+        self.launcher.freed_by_finish(now);
         self.departed(id);
     }
 
@@ -228,6 +236,8 @@ impl NodePolicy {
                         });
                         if how == Preemption::Kill {
                             self.launcher.killed(obs.now);
+                        } else {
+                            self.launcher.preempted(obs.now);
                         }
                         self.detector.clear();
                         self.quiet_until = obs.now + self.window;

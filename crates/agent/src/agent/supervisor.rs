@@ -356,7 +356,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 if adopted {
                     self.policy.departed(id);
                 } else {
-                    self.policy.finished(id, job, peak, runtime);
+                    self.policy.finished(now, id, job, peak, runtime);
                 }
                 self.record(
                     now,

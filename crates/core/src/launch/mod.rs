@@ -30,6 +30,10 @@
 //!   alleviated", and a fixed period is only a guess at when that is. A
 //!   production container reading its evicted files back still thrashes
 //!   after the period; work launched into it is killed again at once.
+//! * With `resync_on_finish` (overbook), a task finishing makes the
+//!   snapshot due again at once, so its freed memory does not sit idle
+//!   until the next sync; but not within a sync period after a preemption,
+//!   when freed memory is what production is taking back.
 //!
 //! # What a task costs
 //!
@@ -121,6 +125,15 @@ pub struct LaunchConfig {
     /// free memory, and the node over-launches (seen under emulation, where
     /// a task takes seconds to fill 100 MiB).
     pub charge_until_peak: bool,
+    /// Whether a task finishing here makes the snapshot due again at once,
+    /// not at the end of the sync period (overbook; needs
+    /// `charge_until_peak`). A finished task's memory is free the moment
+    /// it exits, and with the charge nothing launched since the last sync
+    /// looks free, so the only thing the period still guards is a figure
+    /// the kernel has not caught up on. Waiting it out left a node's
+    /// freed memory idle for up to `max_sync_period` after every finish
+    /// (seconds of each minute on `bench colocation`'s node).
+    pub resync_on_finish: bool,
     /// Whether nothing launches or resumes while the node's detector sees a
     /// condition starting or firing (overbook; see the module doc).
     pub hold_while_thrashing: bool,
@@ -147,6 +160,7 @@ impl Default for LaunchConfig {
             delay_after_kill: true,
             headroom: 0.0,
             charge_until_peak: false,
+            resync_on_finish: false,
             hold_while_thrashing: false,
             max_restarts: 10,
             restart_backoff: 1.0,
@@ -204,6 +218,14 @@ impl LaunchConfig {
             return Err(ConfigError::new(
                 "min_sync_period",
                 format!("{min} is outside (0, max_sync_period = {max}] seconds"),
+            ));
+        }
+        if self.resync_on_finish && !self.charge_until_peak {
+            return Err(ConfigError::new(
+                "resync_on_finish",
+                "needs charge_until_peak = true (without the charge, tasks launched since the \
+                 last sync and still filling look like free memory at every resync): set \
+                 charge_until_peak = true, or resync_on_finish = false",
             ));
         }
         let backoff = self.restart_backoff;
@@ -291,6 +313,8 @@ pub struct Launcher {
     reservations: Reservations,
     /// No launch or resume before this (after a kill).
     delay_until: Time,
+    /// The last preemption here: the node was short of memory then.
+    short_at: Option<Time>,
     /// The latest time the launcher was told of.
     latest: Time,
     /// With `charge_until_peak`: launched tasks not yet at their charge, and
@@ -332,6 +356,7 @@ impl Launcher {
             snapshot: Snapshot::default(),
             reservations: Reservations::default(),
             delay_until: Time::ZERO,
+            short_at: None,
             latest: Time::ZERO,
             ramping: HashMap::new(),
             owed: 0,
@@ -422,6 +447,27 @@ impl Launcher {
         self.profiles.record(job, peak, runtime);
     }
 
+    /// A task finished here at `now`, its memory free: with
+    /// `resync_on_finish`, the snapshot is due again from then, unless the
+    /// node was short of memory (a preemption) within the last sync
+    /// period. Memory freed then is what production is taking back (on
+    /// `bench colocation`'s node a job launched into it during Redis's
+    /// fill was killed 0.8 s later); the periodic sync decides instead.
+    pub fn freed_by_finish(&mut self, now: Time) {
+        self.see(now);
+        let short = self.short_at.is_some_and(|at| now < at + self.sync_period());
+        if self.cfg.resync_on_finish && !short {
+            self.snapshot.due_from(now);
+        }
+    }
+
+    /// A best-effort task was preempted here (any way): the node is short
+    /// of memory now.
+    pub fn preempted(&mut self, now: Time) {
+        self.see(now);
+        self.short_at = Some(now);
+    }
+
     /// A task left the node (killed, finished, moved): it no longer holds a charge.
     pub fn departed(&mut self, id: ContainerId) {
         self.reservations.release(id);
@@ -432,7 +478,7 @@ impl Launcher {
 
     /// A container was killed: launches wait one sync period (when configured).
     pub fn killed(&mut self, now: Time) {
-        self.see(now);
+        self.preempted(now);
         if self.cfg.delay_after_kill {
             self.delay_until = self.delay_until.max(now + self.sync_period());
         }

@@ -18,6 +18,11 @@ pub(super) struct Snapshot {
     mem: Bytes,
     /// `None` until the first sync: nothing is known yet.
     synced_at: Option<Time>,
+    /// A sync is due at the first look at or after this, whatever the
+    /// period (memory was freed then). Not before it: a look at an earlier
+    /// moment (an agent's step on its previous sample) would still count
+    /// the freed memory as used, and spend the sync on it.
+    due_from: Option<Time>,
 }
 
 impl Snapshot {
@@ -25,17 +30,24 @@ impl Snapshot {
     pub fn sync_if_due(&mut self, now: Time, period: Duration, available: Bytes) {
         let due = match self.synced_at {
             None => true,
-            Some(at) => now >= at + period,
+            Some(at) => now >= at + period || self.due_from.is_some_and(|from| now >= from),
         };
         if due {
             self.mem = available;
             self.synced_at = Some(now);
+            self.due_from = None;
         }
+    }
+
+    /// Make a sync due at the first look from `at` on.
+    pub fn due_from(&mut self, at: Time) {
+        self.due_from = Some(self.due_from.map_or(at, |d| d.min(at)));
     }
 
     /// When the next sync is due; `None` before the first one (due at once).
     pub fn next_sync(&self, period: Duration) -> Option<Time> {
-        self.synced_at.map(|at| at + period)
+        let periodic = self.synced_at.map(|at| at + period)?;
+        Some(self.due_from.map_or(periodic, |from| from.min(periodic)))
     }
 
     /// Memory still unclaimed in the snapshot.
@@ -75,5 +87,21 @@ mod tests {
         s.sync_if_due(Time::from_secs(6), p, 7);
         assert_eq!(s.mem(), 7);
         assert_eq!(s.next_sync(p), Some(Time::from_secs(11)));
+    }
+
+    #[test]
+    fn memory_freed_makes_a_sync_due_from_then_not_before() {
+        let p = Duration::from_secs(5);
+        let mut s = Snapshot::default();
+        s.sync_if_due(Time::from_secs(1), p, 10);
+        s.charge(8);
+        s.due_from(Time::from_secs(3));
+        assert_eq!(s.next_sync(p), Some(Time::from_secs(3)));
+        // A look at an earlier moment still counts the freed memory as used.
+        s.sync_if_due(Time::from_secs(2), p, 5);
+        assert_eq!(s.mem(), 2);
+        s.sync_if_due(Time::from_secs(3), p, 9);
+        assert_eq!(s.mem(), 9);
+        assert_eq!(s.next_sync(p), Some(Time::from_secs(8)), "the period runs from the sync");
     }
 }

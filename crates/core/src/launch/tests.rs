@@ -105,6 +105,67 @@ fn production_starts_at_once_and_its_request_is_charged_to_the_snapshot() {
 }
 
 #[test]
+fn with_resync_on_finish_a_finished_task_s_memory_is_used_at_once_not_a_period_later() {
+    let before = node(16 * GB, GB);
+    let after = node(16 * GB, 3 * GB);
+    let mut first_launch = Vec::new();
+    for resync in [false, true] {
+        let mut l = Launcher::new(LaunchConfig {
+            charge_until_peak: true,
+            resync_on_finish: resync,
+            delay_after_kill: false,
+            ..LaunchConfig::default()
+        });
+        profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
+        l.submit(secs(0), be(1, 1, GB), &before);
+        assert!(poll(&mut l, secs(0), &before).is_empty(), "1 GB free: a 2 GB peak waits");
+        // A task finishes at 2 s and its 2 GB are free; the period is 10 s.
+        l.finished(JobId(1), 2 * GB, Duration::from_secs(20));
+        l.freed_by_finish(secs(2));
+        assert_eq!(l.wake_at(), Some(secs(if resync { 2 } else { 10 })));
+        first_launch.push((1..=10).find(|&t| !poll(&mut l, secs(t), &after).is_empty()));
+    }
+    assert_eq!(first_launch, [Some(10), Some(2)]);
+}
+
+#[test]
+fn a_finish_soon_after_a_preemption_waits_for_the_periodic_sync() {
+    let before = node(16 * GB, GB);
+    let after = node(16 * GB, 3 * GB);
+    let mut l = Launcher::new(LaunchConfig {
+        charge_until_peak: true,
+        resync_on_finish: true,
+        delay_after_kill: false,
+        ..LaunchConfig::default()
+    });
+    profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
+    l.submit(secs(0), be(1, 1, GB), &before);
+    assert!(poll(&mut l, secs(0), &before).is_empty());
+    // Short at 1 s (a preemption), a finish at 2 s: production is taking
+    // memory back, so the freed memory waits for the sync at 10 s.
+    l.preempted(secs(1));
+    l.freed_by_finish(secs(2));
+    assert_eq!(l.wake_at(), Some(secs(10)));
+    assert!(poll(&mut l, secs(2), &after).is_empty());
+    assert_eq!(poll(&mut l, secs(10), &after), [('L', 1)]);
+    // A finish a whole period after the preemption resyncs at once again.
+    l.submit(secs(10), be(2, 1, GB), &after);
+    assert!(poll(&mut l, secs(11), &before).is_empty());
+    l.freed_by_finish(secs(12));
+    assert_eq!(poll(&mut l, secs(12), &after), [('L', 2)]);
+}
+
+#[test]
+fn resync_on_finish_without_the_charge_is_refused() {
+    let cfg = LaunchConfig { resync_on_finish: true, ..LaunchConfig::default() };
+    let err = cfg.validate().unwrap_err();
+    assert!(err.to_string().contains("resync_on_finish"), "{err}");
+    assert!(err.to_string().contains("charge_until_peak"), "{err}");
+    let ok = LaunchConfig { charge_until_peak: true, ..cfg };
+    assert_eq!(ok.validate(), Ok(()));
+}
+
+#[test]
 fn charged_until_peak_a_slow_filling_task_is_not_free_memory_at_the_next_sync() {
     let n = node(16 * GB, 6 * GB);
     let mut launched = Vec::new();
@@ -439,6 +500,7 @@ fn the_launcher_section_parses_from_toml() {
         min_sync_period = 0.5
         delay_after_kill = false
         charge_until_peak = true
+        resync_on_finish = true
         hold_while_thrashing = true
         max_restarts = 4
         restart_backoff = 0.5
@@ -456,6 +518,7 @@ fn the_launcher_section_parses_from_toml() {
         delay_after_kill: false,
         headroom: 0.0,
         charge_until_peak: true,
+        resync_on_finish: true,
         hold_while_thrashing: true,
         max_restarts: 4,
         restart_backoff: 0.5,

@@ -521,7 +521,7 @@ impl<'m> Engine<'m> {
         let n = &mut self.nodes[node as usize];
         n.hold(n.protected(slot), mem, 0);
         n.remove_member(slot);
-        n.policy.finished(id, job, peak, runtime);
+        n.policy.finished(self.now, id, job, peak, runtime);
         self.release_guarantee(slot, node);
         self.retire(slot, true);
         self.recompute(node);
