@@ -157,6 +157,13 @@ impl NodePolicy {
         self.launcher.killed(now);
     }
 
+    /// A best-effort container was frozen or checkpointed by someone other
+    /// than this policy (an operator): the node counts as short of memory,
+    /// as after the policy's own preemptions.
+    pub fn note_preemption(&mut self, now: Time) {
+        self.launcher.preempted(now);
+    }
+
     /// A finished task of an earlier life of this node (a restarted agent
     /// reads them back): it joins its job's profile, nothing else changes.
     pub fn remember_finished(&mut self, job: JobId, peak: Bytes, runtime: Duration) {

@@ -330,13 +330,15 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let mut tick = Tick::default();
         let before = self.log.recent().last().map_or(0, |e| e.seq);
         self.preempt(now, id, how, &evidence, Instant::now(), order.wait, &mut tick);
-        if how == Preemption::Kill && !tick.preempted.is_empty() {
+        let preempted = !tick.preempted.is_empty();
+        let dumping = !preempted && self.dumps.involves(id);
+        if how == Preemption::Kill && preempted {
             self.policy.note_kill(now);
+        } else if preempted || dumping {
+            self.policy.note_preemption(now);
         }
         let events: Vec<serde_json::Value> =
             self.log.after(before).filter_map(|e| serde_json::to_value(e).ok()).collect();
-        let preempted = !tick.preempted.is_empty();
-        let dumping = !preempted && self.dumps.involves(id);
         Ok(json!({ "preempted": preempted, "dumping": dumping, "events": events }))
     }
 

@@ -391,7 +391,7 @@ impl Launcher {
 
     /// A task arrives. Production and critical tasks launch at once.
     pub fn submit(&mut self, now: Time, task: TaskRequest, node: &NodeStats) -> Admission {
-        self.observe(now, node);
+        self.observe(now, node, false);
         if task.class != Class::BestEffort {
             // Production never waits (000 §4.2); what it reserved is gone for
             // best-effort work from now on, before the kernel shows it.
@@ -466,6 +466,8 @@ impl Launcher {
     pub fn preempted(&mut self, now: Time) {
         self.see(now);
         self.short_at = Some(now);
+        // A finish reported before it in the same step frees nothing to launch into.
+        self.snapshot.no_longer_due();
     }
 
     /// A task left the node (killed, finished, moved): it no longer holds a charge.
@@ -495,14 +497,14 @@ impl Launcher {
     /// snapshot keeps in sync. Returns when to look again at the latest
     /// (`wake_at`, when it is still ahead).
     pub fn hold(&mut self, now: Time, node: &NodeStats) -> Option<Time> {
-        self.observe(now, node);
+        self.observe(now, node, true);
         self.wake_at().filter(|&t| t > now)
     }
 
     /// Launch or resume what fits now, in order, into `out`
     /// (`Action::Resume` for preempted tasks first, then `Action::Launch`).
     pub fn poll(&mut self, now: Time, node: &NodeStats, out: &mut Vec<Action>) {
-        self.observe(now, node);
+        self.observe(now, node, true);
         if self.queues.is_empty() || now < self.delay_until {
             return;
         }
@@ -598,11 +600,14 @@ impl Launcher {
     }
 
     /// Bring time and, when a sync is due, the snapshot up to date.
-    fn observe(&mut self, now: Time, node: &NodeStats) {
+    /// `fresh`: `node` was read at `now` (a step's observation), not
+    /// carried over from an earlier read (a submission between samples).
+    fn observe(&mut self, now: Time, node: &NodeStats, fresh: bool) {
         self.see(now);
         if self.cfg.admission == AdmissionMode::Snapshot {
             let period = self.sync_period();
-            self.snapshot.sync_if_due(now, period, node.available.saturating_sub(self.owed));
+            let available = node.available.saturating_sub(self.owed);
+            self.snapshot.sync_if_due(now, period, available, fresh);
         }
     }
 

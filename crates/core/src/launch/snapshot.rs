@@ -27,21 +27,32 @@ pub(super) struct Snapshot {
 
 impl Snapshot {
     /// Take `available` as the new snapshot if a sync is due at `now`.
-    pub fn sync_if_due(&mut self, now: Time, period: Duration, available: Bytes) {
+    /// `fresh`: `available` was read at `now`, so it may serve a sync made
+    /// due by freed memory; a figure read earlier (an agent's last sample,
+    /// at a submission) may not, it could predate the freeing.
+    pub fn sync_if_due(&mut self, now: Time, period: Duration, available: Bytes, fresh: bool) {
+        let freed = fresh && self.due_from.is_some_and(|from| now >= from);
         let due = match self.synced_at {
             None => true,
-            Some(at) => now >= at + period || self.due_from.is_some_and(|from| now >= from),
+            Some(at) => now >= at + period || freed,
         };
         if due {
             self.mem = available;
             self.synced_at = Some(now);
-            self.due_from = None;
+            if freed {
+                self.due_from = None;
+            }
         }
     }
 
     /// Make a sync due at the first look from `at` on.
     pub fn due_from(&mut self, at: Time) {
         self.due_from = Some(self.due_from.map_or(at, |d| d.min(at)));
+    }
+
+    /// Memory freed earlier is no longer to be counted on (the node is short).
+    pub fn no_longer_due(&mut self) {
+        self.due_from = None;
     }
 
     /// When the next sync is due; `None` before the first one (due at once).
@@ -75,16 +86,16 @@ mod tests {
         let p = Duration::from_secs(5);
         let mut s = Snapshot::default();
         assert_eq!(s.next_sync(p), None);
-        s.sync_if_due(Time::from_secs(1), p, 10);
+        s.sync_if_due(Time::from_secs(1), p, 10, true);
         s.charge(4);
         s.charge(4);
         s.charge(4);
         assert_eq!(s.mem(), 0, "charges saturate at zero");
         // Before the period ends the kernel's figure is not trusted.
-        s.sync_if_due(Time::from_secs(5), p, 10);
+        s.sync_if_due(Time::from_secs(5), p, 10, true);
         assert_eq!(s.mem(), 0);
         assert_eq!(s.next_sync(p), Some(Time::from_secs(6)));
-        s.sync_if_due(Time::from_secs(6), p, 7);
+        s.sync_if_due(Time::from_secs(6), p, 7, true);
         assert_eq!(s.mem(), 7);
         assert_eq!(s.next_sync(p), Some(Time::from_secs(11)));
     }
@@ -93,15 +104,30 @@ mod tests {
     fn memory_freed_makes_a_sync_due_from_then_not_before() {
         let p = Duration::from_secs(5);
         let mut s = Snapshot::default();
-        s.sync_if_due(Time::from_secs(1), p, 10);
+        s.sync_if_due(Time::from_secs(1), p, 10, true);
         s.charge(8);
         s.due_from(Time::from_secs(3));
         assert_eq!(s.next_sync(p), Some(Time::from_secs(3)));
         // A look at an earlier moment still counts the freed memory as used.
-        s.sync_if_due(Time::from_secs(2), p, 5);
+        s.sync_if_due(Time::from_secs(2), p, 5, true);
         assert_eq!(s.mem(), 2);
-        s.sync_if_due(Time::from_secs(3), p, 9);
+        // So does a figure read before now.
+        s.sync_if_due(Time::from_secs(3), p, 5, false);
+        assert_eq!(s.mem(), 2);
+        s.sync_if_due(Time::from_secs(3), p, 9, true);
         assert_eq!(s.mem(), 9);
         assert_eq!(s.next_sync(p), Some(Time::from_secs(8)), "the period runs from the sync");
+    }
+
+    #[test]
+    fn a_periodic_sync_before_the_freeing_keeps_it_due() {
+        let p = Duration::from_secs(5);
+        let mut s = Snapshot::default();
+        s.sync_if_due(Time::from_secs(0), p, 10, true);
+        s.due_from(Time::from_secs(7));
+        s.sync_if_due(Time::from_secs(6), p, 4, true);
+        assert_eq!((s.mem(), s.next_sync(p)), (4, Some(Time::from_secs(7))));
+        s.no_longer_due();
+        assert_eq!(s.next_sync(p), Some(Time::from_secs(11)));
     }
 }

@@ -148,11 +148,19 @@ fn a_finish_soon_after_a_preemption_waits_for_the_periodic_sync() {
     assert_eq!(l.wake_at(), Some(secs(10)));
     assert!(poll(&mut l, secs(2), &after).is_empty());
     assert_eq!(poll(&mut l, secs(10), &after), [('L', 1)]);
-    // A finish a whole period after the preemption resyncs at once again.
+    // A finish a whole period after the preemption resyncs at once again,
+    // and a submission's figure (read before the finish) does not spend it.
     l.submit(secs(10), be(2, 1, GB), &after);
     assert!(poll(&mut l, secs(11), &before).is_empty());
     l.freed_by_finish(secs(12));
+    l.submit(secs(12), be(3, 1, GB), &before);
     assert_eq!(poll(&mut l, secs(12), &after), [('L', 2)]);
+    // A preemption in the same step as a finish: the freed memory is
+    // production's too, and waits for the sync at 22 s.
+    l.freed_by_finish(secs(13));
+    l.preempted(secs(13));
+    assert_eq!(l.wake_at(), Some(secs(22)));
+    assert!(poll(&mut l, secs(13), &after).is_empty());
 }
 
 #[test]
