@@ -87,8 +87,64 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("overbook: {e:#}");
+            eprintln!("overbook: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes in one line, each cause said once: many of the
+/// libraries' errors name their cause in their own message too (`{path}:
+/// {source}`), and the chain would repeat it (`…: File exists (os error
+/// 17): File exists (os error 17)`).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+    use anyhow::Context;
+
+    /// An error that names its cause in its message and as its source.
+    #[derive(Debug)]
+    struct Named {
+        path: String,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Named {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: {}", self.path, self.source)
+        }
+    }
+
+    impl std::error::Error for Named {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "File exists");
+        let e = Err::<(), _>(Named { path: "/tmp/t".into(), source: io })
+            .context("writing results to /tmp/t")
+            .unwrap_err();
+        assert_eq!(one_line(&e), "writing results to /tmp/t: /tmp/t: File exists");
+        let plain =
+            Err::<(), _>(std::io::Error::other("disk full")).context("writing a.csv").unwrap_err();
+        assert_eq!(one_line(&plain), "writing a.csv: disk full");
     }
 }
