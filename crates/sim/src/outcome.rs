@@ -4,7 +4,76 @@
 use crate::workload::TaskKey;
 use overbook_core::{Class, JobId, Time};
 use serde::{Deserialize, Serialize};
+use std::ops::{Add, AddAssign};
 use std::time::Duration;
+
+/// A span of simulated time in 8 bytes (whole nanoseconds, up to 584
+/// years), where a `Duration` takes 16. A run keeps one outcome per task
+/// it ever ran, so their size is most of a long run's memory at its end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Span(u64);
+
+impl Span {
+    pub const ZERO: Span = Span(0);
+
+    pub fn get(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    pub fn as_secs_f64(self) -> f64 {
+        self.get().as_secs_f64()
+    }
+}
+
+impl From<Duration> for Span {
+    fn from(d: Duration) -> Span {
+        Span(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+impl AddAssign<Duration> for Span {
+    fn add_assign(&mut self, d: Duration) {
+        self.0 = self.0.saturating_add(Span::from(d).0);
+    }
+}
+
+impl Add for Span {
+    type Output = Span;
+
+    fn add(self, other: Span) -> Span {
+        Span(self.0.saturating_add(other.0))
+    }
+}
+
+/// A moment of simulated time, or none yet, in 8 bytes (an
+/// `Option<Time>` takes 16): `Time::MAX` is never a moment a task reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp(u64);
+
+impl Stamp {
+    pub const NONE: Stamp = Stamp(u64::MAX);
+
+    pub fn at(t: Time) -> Stamp {
+        Stamp(t.0.min(u64::MAX - 1))
+    }
+
+    pub fn get(self) -> Option<Time> {
+        (self != Stamp::NONE).then_some(Time(self.0))
+    }
+
+    /// Set it to `t` unless it is set already.
+    pub fn set_once(&mut self, t: Time) {
+        if *self == Stamp::NONE {
+            *self = Stamp::at(t);
+        }
+    }
+}
+
+impl Default for Stamp {
+    fn default() -> Stamp {
+        Stamp::NONE
+    }
+}
 
 /// The fate of one task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -15,9 +84,9 @@ pub struct TaskOutcome {
     pub priority: u8,
     pub submit: Time,
     /// When it first started running, if ever.
-    pub first_start: Option<Time>,
+    pub first_start: Stamp,
     /// When it finished its work (completed) or was given up (not completed).
-    pub end: Option<Time>,
+    pub end: Stamp,
     /// Whether all of its work was done by the end of the run.
     pub completed: bool,
     /// Whether the trace ended it (`WorkloadEvent::Death`): not completed,
@@ -38,13 +107,13 @@ pub struct TaskOutcome {
     /// CPU cores it uses while running.
     pub cpus: f64,
     /// Work it had to do (unloaded run time).
-    pub work: Duration,
+    pub work: Span,
     /// Work done and then thrown away by kills.
-    pub lost_work: Duration,
+    pub lost_work: Span,
     /// Time spent dumping and restoring its images.
-    pub checkpoint_time: Duration,
+    pub checkpoint_time: Span,
     /// Time it ran slowed by thrashing (any slowdown below full speed).
-    pub thrashing_time: Duration,
+    pub thrashing_time: Span,
     /// Memory reclaim took from it (the kernel's or a reclaimer's), bytes.
     #[serde(default)]
     pub reclaimed: u64,
@@ -53,13 +122,13 @@ pub struct TaskOutcome {
     pub lost_share: f64,
     /// Time it stood still faulting reclaimed memory back.
     #[serde(default)]
-    pub refault_time: Duration,
+    pub refault_time: Span,
 }
 
 impl TaskOutcome {
     /// Completion time from submission, for a completed task.
     pub fn completion_time(&self) -> Option<Duration> {
-        match (self.completed, self.end) {
+        match (self.completed, self.end.get()) {
             (true, Some(end)) => Some(end - self.submit),
             _ => None,
         }
@@ -127,4 +196,33 @@ pub struct RunResult {
     pub variant: String,
     pub counters: RunCounters,
     pub outcomes: Vec<TaskOutcome>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_adds_and_reads_as_the_duration_it_stands_for() {
+        let parts = [Duration::new(3, 999_999_999), Duration::from_secs_f64(0.1), Duration::ZERO];
+        let mut span = Span::ZERO;
+        for p in parts {
+            span += p;
+        }
+        let total: Duration = parts.iter().sum();
+        assert_eq!(span.get(), total);
+        assert_eq!(span.as_secs_f64().to_bits(), total.as_secs_f64().to_bits());
+        assert_eq!((span + Span::from(total)).get(), total * 2);
+        assert_eq!(Span::from(Duration::MAX).get(), Duration::from_nanos(u64::MAX), "saturates");
+    }
+
+    #[test]
+    fn a_stamp_is_set_once() {
+        let mut s = Stamp::default();
+        assert_eq!(s.get(), None);
+        s.set_once(Time::from_secs(5));
+        s.set_once(Time::from_secs(9));
+        assert_eq!(s.get(), Some(Time::from_secs(5)));
+        assert_eq!(Stamp::at(Time::ZERO).get(), Some(Time::ZERO));
+    }
 }

@@ -20,7 +20,7 @@ mod queue;
 mod reclaim;
 mod task;
 
-use crate::outcome::{RunCounters, RunResult, TaskOutcome};
+use crate::outcome::{RunCounters, RunResult, Stamp, TaskOutcome};
 use crate::workload::{TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
 use clock::Lane;
 use node::{Member, Node};
@@ -329,7 +329,7 @@ impl<'m> Engine<'m> {
                 };
                 if let Some(t) = self.task_mut(slot) {
                     t.spec.work = Some(work);
-                    t.outcome.work = work;
+                    t.outcome.work = work.into();
                 }
                 self.memory_may_have_changed(slot);
             }
@@ -379,7 +379,7 @@ impl<'m> Engine<'m> {
             return;
         };
         task.outcome.completed = completed;
-        task.outcome.end = Some(self.now);
+        task.outcome.end = Stamp::at(self.now);
         self.epochs[slot as usize] = task.epoch;
         // Only if the key is still this attempt's: a task the trace ended
         // may leave after its next attempt was submitted.
@@ -784,7 +784,7 @@ impl<'m> Engine<'m> {
         task.phase = Phase::Running { node };
         task.started = now;
         task.attempts += 1;
-        task.outcome.first_start.get_or_insert(now);
+        task.outcome.first_start.set_once(now);
         task.mem = task.profile_mem();
         let n = &mut self.nodes[node as usize];
         if tracing() {

@@ -78,7 +78,7 @@ fn run(protect: bool) -> Vec<TaskOutcome> {
 }
 
 fn thrashed(outcomes: &[TaskOutcome], class: Class) -> Duration {
-    outcomes.iter().filter(|o| o.class == class).map(|o| o.thrashing_time).sum()
+    outcomes.iter().filter(|o| o.class == class).map(|o| o.thrashing_time.get()).sum()
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn protected_production_runs_on_while_best_effort_pays_for_the_shortage() {
     // production leaves, stands nearly still until then, and then has the
     // node: here it even ends sooner than when all three crawled together.
     let last = |o: &[TaskOutcome], class| {
-        o.iter().filter(|t| t.class == class).filter_map(|t| t.end).max().expect("ended")
+        o.iter().filter(|t| t.class == class).filter_map(|t| t.end.get()).max().expect("ended")
     };
     assert_eq!(last(&kept, Class::Production), Time::from_secs(600), "{kept:?}");
     assert!(last(&open, Class::Production) > Time::from_secs(600), "{open:?}");

@@ -1,7 +1,7 @@
 //! A simulated task: its spec, where it is in its life, and what it has cost.
 
 use super::clock::Clocks;
-use crate::outcome::TaskOutcome;
+use crate::outcome::{Span, Stamp, TaskOutcome};
 use crate::workload::TaskSpec;
 use overbook_core::launch::TaskRequest;
 use overbook_core::{Bytes, ContainerId, ImageInfo, Time};
@@ -128,8 +128,8 @@ impl Task {
             class: spec.class,
             priority: spec.priority,
             submit: spec.submit,
-            first_start: None,
-            end: None,
+            first_start: Stamp::NONE,
+            end: Stamp::NONE,
             completed: false,
             trace_death: false,
             rejections: 0,
@@ -140,13 +140,13 @@ impl Task {
             remote_resumes: 0,
             restarts: 0,
             cpus: spec.cpus,
-            work: spec.work.unwrap_or_default(),
-            lost_work: Duration::ZERO,
-            checkpoint_time: Duration::ZERO,
-            thrashing_time: Duration::ZERO,
+            work: spec.work.unwrap_or_default().into(),
+            lost_work: Span::ZERO,
+            checkpoint_time: Span::ZERO,
+            thrashing_time: Span::ZERO,
             reclaimed: 0,
             lost_share: 0.0,
-            refault_time: Duration::ZERO,
+            refault_time: Span::ZERO,
         };
         Task {
             id,

@@ -353,7 +353,7 @@ mod tests {
                 tasks.push(task(900, Class::Production, 10, 0, 500));
                 tasks[0].completed = i % 2 == 0;
                 tasks[1].kills = overbook_core::convert::usize_to_u32(i);
-                tasks[1].lost_work = std::time::Duration::from_secs(600);
+                tasks[1].lost_work = std::time::Duration::from_secs(600).into();
                 result(&r.variant, tasks)
             })
             .collect();

@@ -243,7 +243,7 @@ impl RunSummary {
             wasted_pct: (busy_cpu_hours > 0.0).then(|| 100.0 * wasted_cpu_hours / busy_cpu_hours),
             energy_kwh: energy_kwh(c.nodes, node_cores, c.horizon, c.busy_core_seconds),
             thrashing_node_seconds: c.thrashing_node_seconds,
-            checkpoint_hours: hours(result.outcomes.iter().map(|t| t.checkpoint_time)),
+            checkpoint_hours: hours(result.outcomes.iter().map(|t| t.checkpoint_time.get())),
             checkpoint_gb_written: c.checkpoint_bytes_written as f64 / 1e9,
             checkpoint_gb_read: c.checkpoint_bytes_read as f64 / 1e9,
             events: c.events,
@@ -348,11 +348,11 @@ pub(crate) fn jobs_of(tasks: &[TaskOutcome]) -> Vec<Job> {
         });
         let job = &mut jobs[i];
         job.first_submit = job.first_submit.min(t.submit);
-        job.last_end = job.last_end.max(t.end);
+        job.last_end = job.last_end.max(t.end.get());
         // An attempt the trace ended (a death) neither completes its job
         // nor holds it back: its resubmission, if any, is what counts.
         if !t.trace_death {
-            job.completed &= t.completed && t.end.is_some();
+            job.completed &= t.completed && t.end.get().is_some();
             job.ran_to_end |= t.completed;
         }
     }
@@ -402,7 +402,7 @@ fn summarize_group(key: GroupKey, result: &RunResult, jobs: &[Job]) -> GroupSumm
         jct_p99: nearest_rank(&jct, 99.0),
         response_mean: (!jct.is_empty()).then(|| jct.iter().sum::<f64>() / jct.len() as f64),
         actions,
-        thrashing_task_hours: hours(tasks.iter().map(|t| t.thrashing_time)),
+        thrashing_task_hours: hours(tasks.iter().map(|t| t.thrashing_time.get())),
         wasted_cpu_hours: wasted_cpu_hours(tasks.iter().copied()),
     }
 }
@@ -411,7 +411,7 @@ fn summarize_group(key: GroupKey, result: &RunResult, jobs: &[Job]) -> GroupSumm
 pub(crate) mod fixtures {
     //! Hand-built results for the report tests.
     use super::*;
-    use crate::outcome::RunCounters;
+    use crate::outcome::{RunCounters, Span, Stamp};
     use crate::workload::TaskKey;
 
     /// A completed task of `job`, submitted at `submit` s and ending at `end` s.
@@ -422,8 +422,8 @@ pub(crate) mod fixtures {
             class,
             priority,
             submit: Time::ZERO + Duration::from_secs(submit),
-            first_start: Some(Time::ZERO + Duration::from_secs(submit)),
-            end: Some(Time::ZERO + Duration::from_secs(end)),
+            first_start: Stamp::at(Time::ZERO + Duration::from_secs(submit)),
+            end: Stamp::at(Time::ZERO + Duration::from_secs(end)),
             completed: true,
             trace_death: false,
             rejections: 0,
@@ -434,13 +434,13 @@ pub(crate) mod fixtures {
             remote_resumes: 0,
             restarts: 0,
             cpus: 1.0,
-            work: Duration::from_secs(end.saturating_sub(submit)),
-            lost_work: Duration::ZERO,
-            checkpoint_time: Duration::ZERO,
-            thrashing_time: Duration::ZERO,
+            work: Duration::from_secs(end.saturating_sub(submit)).into(),
+            lost_work: Span::ZERO,
+            checkpoint_time: Span::ZERO,
+            thrashing_time: Span::ZERO,
             reclaimed: 0,
             lost_share: 0.0,
-            refault_time: Duration::ZERO,
+            refault_time: Span::ZERO,
         }
     }
 
@@ -549,12 +549,12 @@ mod tests {
     fn wasted_cpu_hours_count_lost_work_and_checkpoint_time_times_cores() {
         let mut a = task(1, Class::BestEffort, 0, 0, 10);
         a.cpus = 2.0;
-        a.lost_work = Duration::from_secs(1800);
-        a.checkpoint_time = Duration::from_secs(1800);
+        a.lost_work = Duration::from_secs(1800).into();
+        a.checkpoint_time = Duration::from_secs(1800).into();
         a.kills = 3;
         let mut b = task(2, Class::BestEffort, 0, 0, 10);
         b.cpus = 0.5;
-        b.checkpoint_time = Duration::from_secs(3600);
+        b.checkpoint_time = Duration::from_secs(3600).into();
         b.checkpoints = 2;
         let s = RunSummary::new(&result("r", vec![a, b]), 32);
         assert!((s.wasted_cpu_hours - 2.5).abs() < 1e-9, "{}", s.wasted_cpu_hours);
