@@ -104,21 +104,29 @@ fn production_starts_at_once_and_its_request_is_charged_to_the_snapshot() {
     assert!(poll(&mut l, secs(1), &n).is_empty(), "production took the room");
 }
 
+/// A launcher charging until the peak, with or without `resync_on_finish`,
+/// whose job 1 peaks at 2 GB (a 10 s sync period), task 1 waiting for
+/// room on a node with 1 GB free.
+fn waiting_for_room(resync: bool, before: &NodeStats) -> Launcher {
+    let mut l = Launcher::new(LaunchConfig {
+        charge_until_peak: true,
+        resync_on_finish: resync,
+        delay_after_kill: false,
+        ..LaunchConfig::default()
+    });
+    profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
+    l.submit(secs(0), be(1, 1, GB), before);
+    assert!(poll(&mut l, secs(0), before).is_empty(), "1 GB free: a 2 GB peak waits");
+    l
+}
+
 #[test]
 fn with_resync_on_finish_a_finished_task_s_memory_is_used_at_once_not_a_period_later() {
     let before = node(16 * GB, GB);
     let after = node(16 * GB, 3 * GB);
     let mut first_launch = Vec::new();
     for resync in [false, true] {
-        let mut l = Launcher::new(LaunchConfig {
-            charge_until_peak: true,
-            resync_on_finish: resync,
-            delay_after_kill: false,
-            ..LaunchConfig::default()
-        });
-        profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
-        l.submit(secs(0), be(1, 1, GB), &before);
-        assert!(poll(&mut l, secs(0), &before).is_empty(), "1 GB free: a 2 GB peak waits");
+        let mut l = waiting_for_room(resync, &before);
         // A task finishes at 2 s and its 2 GB are free; the period is 10 s.
         l.finished(JobId(1), 2 * GB, Duration::from_secs(20));
         l.freed_by_finish(secs(2));
@@ -132,15 +140,7 @@ fn with_resync_on_finish_a_finished_task_s_memory_is_used_at_once_not_a_period_l
 fn a_finish_soon_after_a_preemption_waits_for_the_periodic_sync() {
     let before = node(16 * GB, GB);
     let after = node(16 * GB, 3 * GB);
-    let mut l = Launcher::new(LaunchConfig {
-        charge_until_peak: true,
-        resync_on_finish: true,
-        delay_after_kill: false,
-        ..LaunchConfig::default()
-    });
-    profile(&mut l, 1, 2 * GB, Duration::from_secs(20));
-    l.submit(secs(0), be(1, 1, GB), &before);
-    assert!(poll(&mut l, secs(0), &before).is_empty());
+    let mut l = waiting_for_room(true, &before);
     // Short at 1 s (a preemption), a finish at 2 s: production is taking
     // memory back, so the freed memory waits for the sync at 10 s.
     l.preempted(secs(1));
