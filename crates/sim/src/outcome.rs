@@ -27,7 +27,7 @@ impl Span {
 
 impl From<Duration> for Span {
     fn from(d: Duration) -> Span {
-        Span(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        Span(overbook_core::convert::u128_to_u64(d.as_nanos()))
     }
 }
 
