@@ -8,6 +8,7 @@ use overbook_core::Time;
 use overbook_sim::engine::Progress;
 use overbook_sim::outcome::RunResult;
 use overbook_sim::scenario::{self, PlannedRun, Scenario};
+use overbook_sim::tally::Outcomes;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -58,7 +59,9 @@ pub struct SimArgs {
     /// Where to write summary.csv, summary.json and plots [default: out/<scenario>].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Also write every task's outcome to tasks-<run>.csv.
+    /// Also write every task's outcome to tasks-<run>.csv (the run then keeps
+    /// every outcome, 136 bytes a task, where it otherwise keeps only sums
+    /// and 32 bytes a job).
     #[arg(long)]
     per_task_csv: bool,
     /// Do not draw plots.
@@ -139,7 +142,8 @@ pub fn run(args: SimArgs) -> Result<()> {
         println!("reproduces {}", scenario.paper);
     }
     let started = Instant::now();
-    let results = run_all(&scenario.runs, args.jobs, !args.no_progress)?;
+    let outcomes = if args.per_task_csv { Outcomes::Kept } else { Outcomes::Tallied };
+    let results = run_all(&scenario.runs, outcomes, args.jobs, !args.no_progress)?;
     let wall = started.elapsed();
     let events: u64 = results.iter().map(|r| r.counters.events).sum();
     println!();
@@ -346,7 +350,12 @@ fn toml_string(s: &str) -> String {
 }
 
 /// Run every planned run, `jobs` at a time, keeping the scenario's order.
-fn run_all(runs: &[PlannedRun], jobs: Option<usize>, bars: bool) -> Result<Vec<RunResult>> {
+fn run_all(
+    runs: &[PlannedRun],
+    outcomes: Outcomes,
+    jobs: Option<usize>,
+    bars: bool,
+) -> Result<Vec<RunResult>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let jobs = jobs.unwrap_or(cores).clamp(1, runs.len().max(1));
     let multi = MultiProgress::new();
@@ -370,7 +379,7 @@ fn run_all(runs: &[PlannedRun], jobs: Option<usize>, bars: bool) -> Result<Vec<R
                 bar.set_style(style.clone());
                 bar.set_prefix(run.name.clone());
                 let mut progress = Bar(bar.clone());
-                let result = scenario::execute(run, &mut progress)
+                let result = scenario::execute(run, outcomes, &mut progress)
                     .with_context(|| format!("run {}", run.name));
                 bar.finish_and_clear();
                 if let Ok(mut all) = results.lock() {

@@ -8,6 +8,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use overbook_sim::generate::Generator;
 use overbook_sim::scenario::{self, Scenario, WorkloadSpec};
+use overbook_sim::tally::Outcomes;
 use std::hint::black_box;
 
 const SMALL: [&str; 3] = ["cluster.nodes=20", "sim.horizon=\"2h\"", "sim.drain=\"1h\""];
@@ -28,13 +29,13 @@ fn engine(c: &mut Criterion) {
         let Some(run) = s.runs.iter().find(|r| r.variant == variant) else {
             panic!("the default scenario has no {variant} variant");
         };
-        let events = match scenario::execute(run, &mut ()) {
+        let events = match scenario::execute(run, Outcomes::Tallied, &mut ()) {
             Ok(r) => r.counters.events,
             Err(e) => panic!("{variant}: {e}"),
         };
         group.throughput(Throughput::Elements(events));
         group.bench_function(variant, |b| {
-            b.iter(|| match scenario::execute(black_box(run), &mut ()) {
+            b.iter(|| match scenario::execute(black_box(run), Outcomes::Tallied, &mut ()) {
                 Ok(r) => black_box(r.counters.events),
                 Err(e) => panic!("{variant}: {e}"),
             })

@@ -11,6 +11,7 @@ pub mod outcome;
 pub mod report;
 pub mod scenario;
 pub mod storage;
+pub mod tally;
 pub mod trace;
 pub mod units;
 pub mod workload;

@@ -1,6 +1,7 @@
 //! What a simulation run produces: one record per task, plus per-run counters.
 //! Reports (tables, CSV, JSON, plots) are computed from these alone.
 
+use crate::tally::Tally;
 use crate::workload::TaskKey;
 use overbook_core::{Class, JobId, Time};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,10 @@ impl Span {
 
     pub fn as_secs_f64(self) -> f64 {
         self.get().as_secs_f64()
+    }
+
+    pub fn nanos(self) -> u64 {
+        self.0
     }
 }
 
@@ -190,12 +195,27 @@ pub struct TraceCounts {
 }
 
 /// One simulated run of one policy on one workload.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunResult {
     /// The variant's name within its scenario (`charon`, `kuber`, `adaptive-ssd`, ...).
     pub variant: String,
     pub counters: RunCounters,
+    /// What the reports need of every task, gathered as each left.
+    pub tally: Tally,
+    /// Every task's outcome, in (submission, key) order, when the run was
+    /// asked to keep them (`Outcomes::Kept`); else empty.
     pub outcomes: Vec<TaskOutcome>,
+}
+
+impl RunResult {
+    /// A result of tasks given whole, tallied and kept (hand-built runs).
+    pub fn of_outcomes(
+        variant: &str,
+        counters: RunCounters,
+        outcomes: Vec<TaskOutcome>,
+    ) -> RunResult {
+        RunResult { variant: variant.to_string(), counters, tally: Tally::of(&outcomes), outcomes }
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use overbook_core::rank::RankerConfig;
 use overbook_core::{Bytes, Class, JobId, Time};
 use overbook_sim::engine::{Engine, KillDelay, SimConfig, ThrashModel};
 use overbook_sim::outcome::RunResult;
+use overbook_sim::tally::Outcomes;
 use overbook_sim::workload::{MemProfile, TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
 use rand::RngCore;
 use std::time::Duration;
@@ -99,7 +100,7 @@ fn charon() -> PolicyConfig {
 
 fn run(cfg: SimConfig, events: Vec<WorkloadEvent>) -> RunResult {
     let killer = Fixed(Duration::from_millis(50));
-    let engine = Engine::new(cfg, &Steep, &killer).expect("valid config");
+    let engine = Engine::new(cfg, &Steep, &killer).expect("valid config").keeping(Outcomes::Kept);
     engine.run("test", stream(events), &mut ()).expect("run")
 }
 

@@ -10,6 +10,7 @@ use overbook_sim::outcome::{RunResult, TaskOutcome};
 use overbook_sim::report::reclaim::BandReclaim;
 use overbook_sim::report::Band;
 use overbook_sim::scenario::{execute, Scenario};
+use overbook_sim::tally::Outcomes;
 use overbook_sim::workload::{MemProfile, Pause, TaskKey, TaskSpec, WorkloadEvent};
 use rand::RngCore;
 use std::time::Duration;
@@ -24,9 +25,9 @@ fn consolidation() -> Vec<(String, [BandReclaim; 3])> {
         .runs
         .iter()
         .map(|run| {
-            let r = execute(run, &mut ()).expect("runs");
+            let r = execute(run, Outcomes::Kept, &mut ()).expect("runs");
             assert!(r.outcomes.iter().all(|t| t.completed), "{}: all complete", run.name);
-            let by = |b| BandReclaim::of(&r.outcomes, b);
+            let by = |b| BandReclaim::of(&r.tally, b);
             (run.variant.clone(), [by(Band::High), by(Band::Medium), by(Band::Low)])
         })
         .collect()
@@ -118,7 +119,7 @@ fn weights_under_pressure(reclaimer: ReclaimerConfig) -> Vec<f64> {
         end: Time::from_secs(10_000),
         seed: 1,
     };
-    let engine = Engine::new(cfg, &Flat, &Instant).expect("valid");
+    let engine = Engine::new(cfg, &Flat, &Instant).expect("valid").keeping(Outcomes::Kept);
     let r: RunResult = engine.run("t", Box::new(events.into_iter().map(Ok)), &mut ()).expect("run");
     let kept = |t: &TaskOutcome| 2.0 * (1.0 - t.lost_share);
     let mut idle: Vec<&TaskOutcome> = r.outcomes.iter().filter(|t| t.key.0 < 9).collect();

@@ -3,6 +3,7 @@
 
 use overbook_sim::report::RunSummary;
 use overbook_sim::scenario::{execute, RunError, Scenario};
+use overbook_sim::tally::Outcomes;
 use std::path::{Path, PathBuf};
 
 mod shuffle;
@@ -21,7 +22,7 @@ fn scenario(format: &str, path: &Path, extra: &str) -> Scenario {
 
 fn summary(s: &Scenario) -> RunSummary {
     let run = &s.runs[0];
-    RunSummary::new(&execute(run, &mut ()).expect("runs"), 32)
+    RunSummary::new(&execute(run, Outcomes::Tallied, &mut ()).expect("runs"), 32)
 }
 
 #[test]
@@ -60,7 +61,8 @@ fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
          200001000000,,1,0,7,1,u,2,10,0.5,0.25,0.01,0\n",
     )
     .expect("write");
-    let err = execute(&scenario("google-2011", &late, "").runs[0], &mut ()).expect_err("none ran");
+    let err = execute(&scenario("google-2011", &late, "").runs[0], Outcomes::Tallied, &mut ())
+        .expect_err("none ran");
     assert!(matches!(err, RunError::EmptyReplay { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
@@ -73,7 +75,8 @@ fn a_replay_that_runs_no_task_is_an_error_with_its_counts() {
     let empty = dir.path().join("empty/task_events.csv");
     std::fs::create_dir_all(empty.parent().expect("dir")).expect("mkdir");
     std::fs::write(&empty, "").expect("write");
-    let err = execute(&scenario("google-2011", &empty, "").runs[0], &mut ()).expect_err("empty");
+    let err = execute(&scenario("google-2011", &empty, "").runs[0], Outcomes::Tallied, &mut ())
+        .expect_err("empty");
     assert!(err.to_string().contains("0 rows read"), "{err}");
     assert!(err.to_string().ends_with("the trace's files hold no rows"), "{err}");
 }
@@ -139,7 +142,7 @@ fn with_cluster(format: &str, path: &Path, cluster: &str) -> Result<RunSummary, 
          format = \"{format}\"\npaths = [{path:?}]\ncluster = \"{cluster}\"\n[[variants]]\nname = \"a\"\n"
     );
     let s = Scenario::parse(&text, "t", &[]).expect("scenario");
-    Ok(RunSummary::new(&execute(&s.runs[0], &mut ())?, 32))
+    Ok(RunSummary::new(&execute(&s.runs[0], Outcomes::Tallied, &mut ())?, 32))
 }
 
 #[test]

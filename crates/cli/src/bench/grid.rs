@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use overbook_sim::scenario::{self, Scenario};
+use overbook_sim::tally::Outcomes;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,15 +57,15 @@ pub fn bench_sim(args: SimArgs) -> Result<()> {
     let scenario = Scenario::load("scale", &args.set)?;
     for run in &scenario.runs {
         let started = Instant::now();
-        let result =
-            scenario::execute(run, &mut ()).with_context(|| format!("run {}", run.name))?;
+        let result = scenario::execute(run, Outcomes::Tallied, &mut ())
+            .with_context(|| format!("run {}", run.name))?;
         let wall = started.elapsed().as_secs_f64();
         let c = &result.counters;
         let point = SimPoint {
             run: run.name.clone(),
             nodes: c.nodes,
             days: run.spec.sim.horizon.0.as_secs_f64() / 86_400.0,
-            tasks: result.outcomes.len(),
+            tasks: result.tally.all.tasks,
             events: c.events,
             wall_s: wall,
             events_per_s: c.events as f64 / wall.max(1e-9),

@@ -166,6 +166,7 @@ impl Engine<'_> {
 #[cfg(test)]
 pub(crate) mod tests {
     use crate::engine::{Engine, KillDelay, SimConfig, ThrashModel};
+    use crate::tally::Outcomes;
     use crate::workload::{MemProfile, Pause, TaskKey, TaskSpec, WorkloadEvent};
     use overbook_core::config::PolicyConfig;
     use overbook_core::detect::DetectorConfig;
@@ -293,7 +294,9 @@ pub(crate) mod tests {
     }
 
     fn run(preemptor: PreemptorConfig, nodes: usize, plans: &[Plan]) -> crate::outcome::RunResult {
-        let engine = Engine::new(config(preemptor, nodes), &Steep, &Slow).expect("config");
+        let engine = Engine::new(config(preemptor, nodes), &Steep, &Slow)
+            .expect("config")
+            .keeping(Outcomes::Kept);
         let stream = Box::new(events(plans).into_iter().map(Ok));
         engine.run("t", stream, &mut ()).expect("run")
     }

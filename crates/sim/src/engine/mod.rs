@@ -21,6 +21,7 @@ mod reclaim;
 mod task;
 
 use crate::outcome::{RunCounters, RunResult, Stamp, TaskOutcome};
+use crate::tally::{Outcomes, Tally};
 use crate::workload::{TaskKey, TaskSpec, WorkloadEvent, WorkloadStream};
 use clock::Lane;
 use node::{Member, Node};
@@ -161,7 +162,9 @@ pub struct Engine<'m> {
     /// Tasks whose trace rows are still to come (usage samples, their end).
     by_key: HashMap<TaskKey, u32>,
     counters: RunCounters,
-    outcomes: Vec<TaskOutcome>,
+    tally: Tally,
+    /// Every outcome, when asked for (`Outcomes::Kept`).
+    outcomes: Option<Vec<TaskOutcome>>,
     actions: Vec<Action>,
     observed: Vec<ContainerStats>,
 }
@@ -224,10 +227,18 @@ impl<'m> Engine<'m> {
             free: Vec::new(),
             by_key: HashMap::new(),
             counters,
-            outcomes: Vec::new(),
+            tally: Tally::default(),
+            outcomes: None,
             actions: Vec::new(),
             observed: Vec::new(),
         })
+    }
+
+    /// Keep every task's outcome beside the tally (per-task reports, tests):
+    /// memory then grows by one outcome per task run.
+    pub fn keeping(mut self, outcomes: Outcomes) -> Engine<'m> {
+        self.outcomes = (outcomes == Outcomes::Kept).then(Vec::new);
+        self
     }
 
     /// Run the workload to the end; `progress` is told how far it got now and then.
@@ -289,12 +300,28 @@ impl<'m> Engine<'m> {
         }
         #[cfg(test)]
         self.check_books();
-        for task in self.slots.iter_mut().filter_map(Option::take) {
-            self.outcomes.push(task.outcome);
+        for slot in 0..self.slots.len() {
+            if let Some(task) = self.slots[slot].take() {
+                self.leave(task.outcome);
+            }
         }
         self.counters.horizon = end.since(Time::ZERO);
-        self.outcomes.sort_by_key(|o| (o.submit, o.key));
-        RunResult { variant: variant.to_string(), counters: self.counters, outcomes: self.outcomes }
+        let mut outcomes = self.outcomes.unwrap_or_default();
+        outcomes.sort_by_key(|o| (o.submit, o.key));
+        RunResult {
+            variant: variant.to_string(),
+            counters: self.counters,
+            tally: self.tally,
+            outcomes,
+        }
+    }
+
+    /// A task's outcome is final: tally it (and keep it, if asked).
+    fn leave(&mut self, outcome: TaskOutcome) {
+        self.tally.add(&outcome);
+        if let Some(kept) = &mut self.outcomes {
+            kept.push(outcome);
+        }
     }
 
     // ---- workload -------------------------------------------------------
@@ -386,7 +413,7 @@ impl<'m> Engine<'m> {
         if !completed && self.by_key.get(&task.spec.key) == Some(&slot) {
             self.by_key.remove(&task.spec.key);
         }
-        self.outcomes.push(task.outcome);
+        self.leave(task.outcome);
         self.free.push(slot);
     }
 

@@ -4,6 +4,7 @@
 use crate::engine::death::tests::Steep;
 use crate::engine::{Engine, KillDelay, SimConfig};
 use crate::outcome::TaskOutcome;
+use crate::tally::Outcomes;
 use crate::workload::{MemProfile, TaskKey, TaskSpec, WorkloadEvent};
 use overbook_core::config::{PolicyConfig, ProtectConfig};
 use overbook_core::detect::DetectorConfig;
@@ -71,7 +72,7 @@ fn run(protect: bool) -> Vec<TaskOutcome> {
         task(1, Class::BestEffort, GIB, growing()),
         task(2, Class::BestEffort, GIB, growing()),
     ];
-    let engine = Engine::new(cfg, &Steep, &Instant).expect("config");
+    let engine = Engine::new(cfg, &Steep, &Instant).expect("config").keeping(Outcomes::Kept);
     let result = engine.run("t", Box::new(events.into_iter().map(Ok)), &mut ()).expect("run");
     assert!(result.outcomes.iter().all(|o| o.completed), "{:?}", result.outcomes);
     result.outcomes

@@ -275,6 +275,18 @@ fn write_task_files(
             stem = format!("{base}-{n}");
         }
         let path = dir.join(format!("tasks-{stem}.csv"));
+        if result.outcomes.len() != result.tally.all.tasks {
+            return Err(ReportError::Other {
+                path,
+                problem: format!(
+                    "run {:?} kept {} of its {} tasks' outcomes: run it with every outcome kept \
+                     (Outcomes::Kept) to write them",
+                    run.name,
+                    result.outcomes.len(),
+                    result.tally.all.tasks
+                ),
+            });
+        }
         csv::write_tasks(&path, &result.outcomes)?;
         written.push(path);
     }

@@ -3,7 +3,7 @@
 
 use super::draw::{draw_file, BarSeries, Chart, Kind, Series};
 use super::metrics::{GroupStat, Metric};
-use super::summary::{completion_times, jobs_of, GroupKey, RunSummary};
+use super::summary::{completion_times, GroupKey, RunSummary};
 use super::ReportError;
 use crate::outcome::RunResult;
 use crate::scenario::Scenario;
@@ -257,7 +257,7 @@ fn jct_cdf(summaries: &[RunSummary], results: &[RunResult]) -> Chart {
         .iter()
         .map(|(s, r)| {
             let name = if last.is_some() { s.variant.clone() } else { s.run.clone() };
-            (name, completion_times(&jobs_of(&r.outcomes), GroupKey::BEST_EFFORT))
+            (name, completion_times(r.tally.jobs(), GroupKey::BEST_EFFORT))
         })
         .collect();
     let max = times.iter().filter_map(|(_, t)| t.last().copied()).fold(0.0, f64::max);

@@ -3,10 +3,11 @@
 //! stood still faulting memory back (its work delayed). Shown when a run
 //! steers reclaim or reclaim took anything.
 
-use super::summary::Band;
+use super::summary::{Band, GroupKey};
 use super::ReportError;
-use crate::outcome::{RunResult, TaskOutcome};
+use crate::outcome::RunResult;
 use crate::scenario::Scenario;
+use crate::tally::Tally;
 use overbook_core::reclaim::ReclaimerConfig;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,18 +23,12 @@ pub struct BandReclaim {
 }
 
 impl BandReclaim {
-    pub fn of(outcomes: &[TaskOutcome], band: Band) -> BandReclaim {
-        let tasks: Vec<&TaskOutcome> =
-            outcomes.iter().filter(|t| Band::of(t.priority) == band).collect();
-        let n = tasks.len();
-        if n == 0 {
-            return BandReclaim::default();
-        }
-        let mean = |f: fn(&TaskOutcome) -> f64| tasks.iter().map(|t| f(t)).sum::<f64>() / n as f64;
+    pub fn of(tally: &Tally, band: Band) -> BandReclaim {
+        let group = tally.group(GroupKey::Band(band));
         BandReclaim {
-            tasks: n,
-            lost: mean(|t| t.lost_share),
-            refault_s: mean(|t| t.refault_time.as_secs_f64()),
+            tasks: group.tasks,
+            lost: group.mean_lost_share(),
+            refault_s: group.mean_refault_s(),
         }
     }
 }
@@ -41,7 +36,7 @@ impl BandReclaim {
 /// Whether the scenario's report has the reclaim table.
 pub fn shows(scenario: &Scenario, results: &[RunResult]) -> bool {
     scenario.runs.iter().any(|r| r.spec.policy.reclaimer != ReclaimerConfig::None {})
-        || results.iter().flat_map(|r| &r.outcomes).any(|t| t.reclaimed > 0)
+        || results.iter().any(|r| r.tally.reclaimed_any)
 }
 
 const BANDS: [Band; 3] = [Band::High, Band::Medium, Band::Low];
@@ -64,7 +59,7 @@ pub fn render(scenario: &Scenario, results: &[RunResult]) -> String {
     for (run, result) in scenario.runs.iter().zip(results) {
         let mut line = format!("{:width$}", run.name);
         for b in BANDS {
-            let r = BandReclaim::of(&result.outcomes, b);
+            let r = BandReclaim::of(&result.tally, b);
             if r.tasks == 0 {
                 let _ = write!(line, "  {:>7} {:>9}", "-", "-");
                 continue;
@@ -86,7 +81,7 @@ pub fn write_csv(
     let mut text = String::from("run,band,tasks,lost_share,refault_s\n");
     for (run, result) in scenario.runs.iter().zip(results) {
         for b in BANDS {
-            let r = BandReclaim::of(&result.outcomes, b);
+            let r = BandReclaim::of(&result.tally, b);
             let _ = writeln!(
                 text,
                 "{},{},{},{:.6},{:.3}",

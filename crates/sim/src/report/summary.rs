@@ -2,9 +2,9 @@
 //! size the energy model needs): per class and per priority band, and run-wide.
 
 use crate::outcome::{RunResult, TaskOutcome};
-use overbook_core::{Class, JobId, Time};
+use crate::tally::{Job, Tally};
+use overbook_core::Class;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Power of an idle node, watts (the linear model's intercept, see the module doc of `report`).
@@ -102,7 +102,7 @@ pub struct ActionCounts {
 }
 
 impl ActionCounts {
-    fn add(&mut self, t: &TaskOutcome) {
+    pub(crate) fn add(&mut self, t: &TaskOutcome) {
         self.kills += u64::from(t.kills);
         self.suspensions += u64::from(t.suspensions);
         self.checkpoints += u64::from(t.checkpoints);
@@ -214,18 +214,14 @@ impl RunSummary {
     /// Summarize a run; `node_cores` sizes the nodes for the energy model.
     /// The run is named after its variant; see [`RunSummary::at_point`].
     pub fn new(result: &RunResult, node_cores: u32) -> RunSummary {
-        let jobs = jobs_of(&result.outcomes);
+        let tally = &result.tally;
         let present: Vec<GroupKey> = GroupKey::ALL
             .into_iter()
-            .filter(|g| {
-                *g != GroupKey::Class(Class::Critical) || has_class(result, Class::Critical)
-            })
+            .filter(|g| *g != GroupKey::Class(Class::Critical) || tally.has(Class::Critical))
             .collect();
-        let groups = present.into_iter().map(|g| summarize_group(g, result, &jobs)).collect();
-        let mut actions = ActionCounts::default();
-        result.outcomes.iter().for_each(|t| actions.add(t));
+        let groups = present.into_iter().map(|g| summarize_group(g, tally)).collect();
         let c = &result.counters;
-        let wasted_cpu_hours = wasted_cpu_hours(result.outcomes.iter());
+        let wasted_cpu_hours = tally.all.wasted_cpu_hours();
         let busy_cpu_hours = c.busy_core_seconds / SECONDS_PER_HOUR;
         RunSummary {
             run: result.variant.clone(),
@@ -234,16 +230,16 @@ impl RunSummary {
             nodes: c.nodes,
             node_cores,
             horizon_s: c.horizon.as_secs_f64(),
-            tasks: result.outcomes.len(),
-            jobs: jobs.len(),
+            tasks: tally.all.tasks,
+            jobs: tally.jobs().len(),
             groups,
-            actions,
+            actions: tally.all.actions.clone(),
             wasted_cpu_hours,
             busy_cpu_hours,
             wasted_pct: (busy_cpu_hours > 0.0).then(|| 100.0 * wasted_cpu_hours / busy_cpu_hours),
             energy_kwh: energy_kwh(c.nodes, node_cores, c.horizon, c.busy_core_seconds),
             thrashing_node_seconds: c.thrashing_node_seconds,
-            checkpoint_hours: hours(result.outcomes.iter().map(|t| t.checkpoint_time.get())),
+            checkpoint_hours: tally.all.checkpoint_hours(),
             checkpoint_gb_written: c.checkpoint_bytes_written as f64 / 1e9,
             checkpoint_gb_read: c.checkpoint_bytes_read as f64 / 1e9,
             events: c.events,
@@ -292,76 +288,6 @@ pub fn energy_kwh(nodes: usize, node_cores: u32, horizon: Duration, busy_core_se
     (idle_joules + dynamic_joules) / JOULES_PER_KWH
 }
 
-/// CPU-hours thrown away: work lost to kills plus checkpoint time, times cores.
-fn wasted_cpu_hours<'a>(tasks: impl Iterator<Item = &'a TaskOutcome>) -> f64 {
-    tasks.map(|t| (t.lost_work + t.checkpoint_time).as_secs_f64() * t.cpus).sum::<f64>()
-        / SECONDS_PER_HOUR
-}
-
-fn hours(spans: impl Iterator<Item = Duration>) -> f64 {
-    spans.map(|d| d.as_secs_f64()).sum::<f64>() / SECONDS_PER_HOUR
-}
-
-fn has_class(result: &RunResult, class: Class) -> bool {
-    result.outcomes.iter().any(|t| t.class == class)
-}
-
-/// A job as the reports see it: its first task decides its class and band;
-/// it completes when every task did, from the first submission to the last end.
-#[derive(Clone, Debug)]
-pub(crate) struct Job {
-    pub class: Class,
-    pub priority: u8,
-    pub first_submit: Time,
-    pub last_end: Option<Time>,
-    pub completed: bool,
-    /// Some attempt of it completed (a job whose every attempt the trace
-    /// ended never completes).
-    pub ran_to_end: bool,
-}
-
-impl Job {
-    /// Completion time in seconds, for a completed job.
-    pub fn completion_secs(&self) -> Option<f64> {
-        match (self.completed, self.last_end) {
-            (true, Some(end)) => Some((end - self.first_submit).as_secs_f64()),
-            _ => None,
-        }
-    }
-}
-
-/// Jobs in order of their first task.
-pub(crate) fn jobs_of(tasks: &[TaskOutcome]) -> Vec<Job> {
-    let mut index: HashMap<JobId, usize> = HashMap::new();
-    let mut jobs: Vec<Job> = Vec::new();
-    for t in tasks {
-        let i = *index.entry(t.job).or_insert_with(|| {
-            jobs.push(Job {
-                class: t.class,
-                priority: t.priority,
-                first_submit: t.submit,
-                last_end: None,
-                completed: true,
-                ran_to_end: false,
-            });
-            jobs.len() - 1
-        });
-        let job = &mut jobs[i];
-        job.first_submit = job.first_submit.min(t.submit);
-        job.last_end = job.last_end.max(t.end.get());
-        // An attempt the trace ended (a death) neither completes its job
-        // nor holds it back: its resubmission, if any, is what counts.
-        if !t.trace_death {
-            job.completed &= t.completed && t.end.get().is_some();
-            job.ran_to_end |= t.completed;
-        }
-    }
-    for job in &mut jobs {
-        job.completed &= job.ran_to_end;
-    }
-    jobs
-}
-
 /// Sorted completion times (seconds) of the completed jobs of a group.
 pub(crate) fn completion_times(jobs: &[Job], key: GroupKey) -> Vec<f64> {
     let mut times: Vec<f64> = jobs
@@ -383,16 +309,14 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
-fn summarize_group(key: GroupKey, result: &RunResult, jobs: &[Job]) -> GroupSummary {
-    let tasks: Vec<&TaskOutcome> =
-        result.outcomes.iter().filter(|t| key.holds(t.class, t.priority)).collect();
-    let mut actions = ActionCounts::default();
-    tasks.iter().for_each(|t| actions.add(t));
+fn summarize_group(key: GroupKey, tally: &Tally) -> GroupSummary {
+    let group = tally.group(key);
+    let jobs = tally.jobs();
     let job_count = jobs.iter().filter(|j| key.holds(j.class, j.priority)).count();
     let jct = completion_times(jobs, key);
     GroupSummary {
         group: key.name(),
-        tasks: tasks.len(),
+        tasks: group.tasks,
         jobs: job_count,
         completed_jobs: jct.len(),
         jcr: (job_count > 0).then(|| jct.len() as f64 / job_count as f64),
@@ -401,9 +325,9 @@ fn summarize_group(key: GroupKey, result: &RunResult, jobs: &[Job]) -> GroupSumm
         jct_p95: nearest_rank(&jct, 95.0),
         jct_p99: nearest_rank(&jct, 99.0),
         response_mean: (!jct.is_empty()).then(|| jct.iter().sum::<f64>() / jct.len() as f64),
-        actions,
-        thrashing_task_hours: hours(tasks.iter().map(|t| t.thrashing_time.get())),
-        wasted_cpu_hours: wasted_cpu_hours(tasks.iter().copied()),
+        actions: group.actions.clone(),
+        thrashing_task_hours: group.thrashing_hours(),
+        wasted_cpu_hours: group.wasted_cpu_hours(),
     }
 }
 
@@ -413,6 +337,7 @@ pub(crate) mod fixtures {
     use super::*;
     use crate::outcome::{RunCounters, Span, Stamp};
     use crate::workload::TaskKey;
+    use overbook_core::{JobId, Time};
 
     /// A completed task of `job`, submitted at `submit` s and ending at `end` s.
     pub fn task(job: u64, class: Class, priority: u8, submit: u64, end: u64) -> TaskOutcome {
@@ -446,17 +371,14 @@ pub(crate) mod fixtures {
 
     /// A result of `variant` on `nodes` nodes over `horizon_s` seconds.
     pub fn result(variant: &str, outcomes: Vec<TaskOutcome>) -> RunResult {
-        RunResult {
-            variant: variant.to_string(),
-            counters: RunCounters {
-                events: 10,
-                nodes: 2,
-                horizon: Duration::from_secs(3600),
-                busy_core_seconds: 7200.0,
-                ..RunCounters::default()
-            },
-            outcomes,
-        }
+        let counters = RunCounters {
+            events: 10,
+            nodes: 2,
+            horizon: Duration::from_secs(3600),
+            busy_core_seconds: 7200.0,
+            ..RunCounters::default()
+        };
+        RunResult::of_outcomes(variant, counters, outcomes)
     }
 
     /// Best-effort jobs 1..=n (one task each, priority 0) with JCT = job id × 10 s.

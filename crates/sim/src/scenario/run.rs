@@ -9,6 +9,7 @@ use crate::generate::Generator;
 use crate::killdelay::KillDelayDist;
 use crate::outcome::{RunResult, TraceCounts};
 use crate::storage::StoreSpec;
+use crate::tally::Outcomes;
 use crate::trace::{self, TraceFormat, TraceOptions};
 use crate::workload::TraceError;
 use overbook_core::Time;
@@ -125,8 +126,13 @@ pub fn sim_config(spec: &RunSpec) -> Result<SimConfig, RunError> {
     })
 }
 
-/// Run one planned run to its end.
-pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResult, RunError> {
+/// Run one planned run to its end, keeping every task's outcome or only
+/// their tally.
+pub fn execute(
+    run: &PlannedRun,
+    outcomes: Outcomes,
+    progress: &mut dyn Progress,
+) -> Result<RunResult, RunError> {
     let spec = &run.spec;
     let cfg = sim_config(spec)?;
     let killer: KillDelayDist =
@@ -147,7 +153,7 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
         cfg.nodes = usize::try_from(c.machines).unwrap_or(usize::MAX);
         cfg.node_memory = c.memory;
     }
-    let engine = Engine::new(cfg, &model, &killer)?;
+    let engine = Engine::new(cfg, &model, &killer)?.keeping(outcomes);
     match &spec.workload {
         WorkloadSpec::Generate(table) => {
             let generator = Generator::from_spec(table, spec)
@@ -194,7 +200,7 @@ pub fn execute(run: &PlannedRun, progress: &mut dyn Progress) -> Result<RunResul
                     .window()
                     .map(|(first, from)| (first.as_secs_f64(), from.as_secs_f64())),
             });
-            if result.outcomes.is_empty() {
+            if result.tally.all.tasks == 0 {
                 let c = &result.counters;
                 let horizon = Time::ZERO + spec.sim.horizon.0;
                 let late = c.first_event_at.is_some_and(|t| t > horizon);
