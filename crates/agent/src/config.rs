@@ -353,7 +353,13 @@ impl RawPolicy {
         let d = PolicyConfig::production_first();
         let launcher = match self.launcher {
             None => d.launcher,
-            Some(keys) => {
+            Some(mut keys) => {
+                // `resync_on_finish` needs the charge: a file that turns the
+                // charge off and says nothing of the resync means it off
+                // too, not a refusal of a default it never wrote.
+                if keys.get("charge_until_peak") == Some(&toml::Value::Boolean(false)) {
+                    keys.entry("resync_on_finish").or_insert(toml::Value::Boolean(false));
+                }
                 let mut table = toml::Table::try_from(&d.launcher)
                     .map_err(|e| ConfigError::new("policy.launcher", e.to_string()))?;
                 table.extend(keys);
@@ -1250,6 +1256,9 @@ mod documented {
         assert_eq!(cfg.policy.launcher.queue_limit, 4);
         assert!(cfg.policy.launcher.charge_until_peak && !cfg.policy.launcher.delay_after_kill);
         assert_eq!(cfg.policy.detector, d.detector);
+        let cfg = AgentConfig::parse("[policy.launcher]\ncharge_until_peak = false\n", "t")
+            .expect("the resync needs the charge: it goes with it");
+        assert!(!cfg.policy.launcher.charge_until_peak && !cfg.policy.launcher.resync_on_finish);
         let cfg = AgentConfig::parse("[policy.preemptor]\nkind = \"kill\"\n", "t").expect("valid");
         assert_eq!(cfg.policy.detector, d.detector, "the other stages stay");
         assert_eq!(cfg.policy.preemptor.name(), "kill");
@@ -1258,6 +1267,10 @@ mod documented {
             ("[policy.launcher]\nheadroom = \"lots\"\n", "policy.launcher.headroom"),
             ("[policy.launcher]\nheadroom = 0.9\n", "policy.launcher.headroom"),
             ("[policy.detector]\nkind = \"production-first\"\nfloor = 2\n", "floor"),
+            (
+                "[policy.launcher]\ncharge_until_peak = false\nresync_on_finish = true\n",
+                "policy.launcher.resync_on_finish",
+            ),
         ] {
             let e = AgentConfig::parse(text, "t").expect_err(text).to_string();
             assert!(e.contains(key), "{text}: {e}");

@@ -118,6 +118,12 @@ pub struct ColocationArgs {
     /// Skip the warm-up scene (an isolated scene run first and not counted).
     #[arg(long)]
     no_warmup: bool,
+    /// Run a scene again (up to twice) when the hypervisor took more than
+    /// this percentage of the machine's CPU time in it (`steal` in
+    /// /proc/stat): on a shared host, production slowed that way was slowed
+    /// by a neighbour, not by the policy. 100: never. Bare metal has none.
+    #[arg(long, default_value_t = 5.0)]
+    max_steal: f64,
     /// The native mode: the node is a memory cgroup of this machine limited
     /// to --capacity (the services and jobs run natively in it), not the
     /// whole machine; a swap file of --swap is made for the run if the
@@ -919,6 +925,9 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         return Ok(());
     }
     need_root("bench colocation")?;
+    if !(0.0..=100.0).contains(&args.max_steal) {
+        anyhow::bail!("--max-steal must be a percentage from 0 to 100, not {}", args.max_steal);
+    }
     if !(30..=3600).contains(&args.seconds) {
         anyhow::bail!("--seconds must be from 30 to 3600, not {}", args.seconds);
     }
@@ -965,6 +974,7 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         repeats: args.repeats,
         policies: args.policies,
         warmup: !args.no_warmup,
+        max_steal: args.max_steal / 100.0,
         native,
         events: args.events,
         stop: Arc::new(AtomicBool::new(false)),

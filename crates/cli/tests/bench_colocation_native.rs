@@ -53,6 +53,7 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
     let (table, r) = common::run_bench(&args, &json);
     assert!(table.starts_with("native, a node cgroup"), "{table}");
     assert_eq!(r["native"]["capacity"], 1u64 << 30);
+    assert_eq!(r["max_steal"], 0.05);
     let scenes = r["scenes"].as_array().expect("scenes");
     let mut ran: Vec<&str> = scenes.iter().filter_map(|s| s["policy"].as_str()).collect();
     ran.sort_unstable();
@@ -65,6 +66,11 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
             assert!(s[service]["failures"].as_array().is_some_and(Vec::is_empty), "{s}");
         }
         assert!(s["prod_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
+        // The default --max-steal: a scene the host took more of the CPU
+        // from runs again, up to twice, and only the last try counts.
+        let steal = s["cpu_steal"].as_f64().expect("cpu_steal");
+        let reruns = s["reruns"].as_u64().expect("reruns");
+        assert!(reruns <= 2 && (steal <= 0.05 || reruns == 2), "{s}");
         if s["policy"] != "isolated" {
             assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
         }

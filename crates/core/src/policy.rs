@@ -180,6 +180,13 @@ impl NodePolicy {
         runtime: Duration,
     ) {
         self.launcher.finished(job, peak, runtime);
+        self.finished_unprofiled(now, id);
+    }
+
+    /// A task finished whose peak and run time are not all known (an
+    /// earlier life of the agent started it): its memory is free as any
+    /// finished task's, but its job's profile does not learn from it.
+    pub fn finished_unprofiled(&mut self, now: Time, id: ContainerId) {
         self.launcher.freed_by_finish(now);
         self.departed(id);
     }

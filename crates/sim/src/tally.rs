@@ -5,7 +5,7 @@
 //! is kept only when asked for (`Outcomes::Kept`, `--per-task-csv`).
 
 use crate::outcome::TaskOutcome;
-use crate::report::summary::{ActionCounts, GroupKey};
+use crate::report::summary::{ActionCounts, Band, GroupKey};
 use crate::workload::TaskKey;
 use overbook_core::{Class, JobId, Time};
 use std::collections::HashMap;
@@ -171,11 +171,8 @@ impl Tally {
     /// A task left the run: count it.
     pub fn add(&mut self, t: &TaskOutcome) {
         self.all.add(t);
-        for (i, key) in GroupKey::ALL.into_iter().enumerate() {
-            if key.holds(t.class, t.priority) {
-                self.groups[i].add(t);
-            }
-        }
+        self.groups[GroupKey::Class(t.class).index()].add(t);
+        self.groups[GroupKey::Band(Band::of(t.priority)).index()].add(t);
         self.reclaimed_any |= t.reclaimed > 0;
         let next = overbook_core::convert::usize_to_u32(self.jobs.len());
         let i = *self.job_index.entry(t.job).or_insert(next);
@@ -188,8 +185,7 @@ impl Tally {
     }
 
     pub fn group(&self, key: GroupKey) -> &GroupTally {
-        let i = GroupKey::ALL.iter().position(|g| *g == key).unwrap_or(0);
-        &self.groups[i]
+        &self.groups[key.index()]
     }
 
     /// Whether any task of `class` ran.
@@ -243,5 +239,12 @@ mod tests {
         assert_eq!(forward.group(GroupKey::BEST_EFFORT).tasks, 1000);
         assert_eq!(forward.group(GroupKey::PRODUCTION).tasks, 0);
         assert!(!forward.has(Class::Critical));
+    }
+
+    #[test]
+    fn every_group_has_its_own_place() {
+        for (i, key) in GroupKey::ALL.into_iter().enumerate() {
+            assert_eq!(key.index(), i, "{}", key.name());
+        }
     }
 }

@@ -299,13 +299,19 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             "checkpoint failed: {why}; CRIU was killed while it held the tree, which cannot be \
              trusted to run on: kill instead"
         ));
-        self.intend_kill(now, order.id, Preemption::Kill);
+        const WHY: &str = "CRIU was killed while it held it";
+        self.persist(now, order.id, StoredState::Killed, WHY);
         let result = self.suspend_or_kill(order.id, Preemption::Kill, &order.path, order.usage);
         let result = result.map_err(|e| e.to_string());
+        let killed = matches!(result, Ok(Outcome::Done(_)));
         self.conclude(now, order, Preemption::Kill, fallback, result, tick);
         if let Some(m) = self.tasks.by_id.get_mut(&order.id) {
             m.killed = true;
-            self.persist(now, order.id, StoredState::Killed, "CRIU was killed while it held it");
+            if !killed {
+                // `conclude` took a kill not done for a task running on:
+                // this one may not run on, whatever ends it.
+                self.persist(now, order.id, StoredState::Killed, WHY);
+            }
         }
     }
 

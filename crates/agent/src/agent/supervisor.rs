@@ -354,7 +354,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 self.unpersist(now, &name, "finished", &status);
                 self.view.unreserve(&path);
                 if adopted {
-                    self.policy.departed(id);
+                    self.policy.finished_unprofiled(now, id);
                 } else {
                     self.policy.finished(now, id, job, peak, runtime);
                 }

@@ -16,6 +16,9 @@ pub struct CpuTimes {
     pub idle: u64,
     /// Idle while I/O was outstanding.
     pub iowait: u64,
+    /// Time a virtual machine's CPUs were ready but the hypervisor ran
+    /// something else (0 on bare metal and kernels that do not say).
+    pub steal: u64,
 }
 
 impl CpuTimes {
@@ -51,7 +54,7 @@ impl CpuTimes {
         let total = ticks.iter().try_fold(0u64, |sum, &t| sum.checked_add(t)).ok_or_else(|| {
             ParseError::at(file, number, Problem::Overflow { key: snippet("cpu") })
         })?;
-        Ok(Self { total, idle: ticks[3], iowait: ticks[4] })
+        Ok(Self { total, idle: ticks[3], iowait: ticks[4], steal: ticks[7] })
     }
 
     /// The share of the time from `earlier` to `self` the CPUs were busy,
@@ -66,6 +69,17 @@ impl CpuTimes {
         let busy = total.saturating_sub(idle).saturating_sub(iowait);
         (busy as f64 / total as f64, iowait as f64 / total as f64)
     }
+
+    /// The share of the time from `earlier` to `self` the hypervisor took
+    /// from this machine's CPUs (counted in the busy share too): a
+    /// benchmark's noise on a shared host, not its own work.
+    pub fn steal_since(&self, earlier: &CpuTimes) -> f64 {
+        let total = self.total.saturating_sub(earlier.total);
+        if total == 0 {
+            return 0.0;
+        }
+        self.steal.saturating_sub(earlier.steal) as f64 / total as f64
+    }
 }
 
 #[cfg(test)]
@@ -78,15 +92,18 @@ mod tests {
             .expect("fixture parses");
         assert_eq!(c.idle, 5742490);
         assert_eq!(c.iowait, 104725);
+        assert_eq!(c.steal, 36640);
         assert_eq!(c.total, 3954187 + 424151 + 920449 + 5742490 + 104725 + 24174 + 36640);
     }
 
     #[test]
     fn shares_of_the_time_between_two_readings() {
-        let a = CpuTimes { total: 100, idle: 50, iowait: 10 };
-        let b = CpuTimes { total: 200, idle: 100, iowait: 30 };
+        let a = CpuTimes { total: 100, idle: 50, iowait: 10, steal: 5 };
+        let b = CpuTimes { total: 200, idle: 100, iowait: 30, steal: 15 };
         assert_eq!(b.shares_since(&a), (0.3, 0.2));
         assert_eq!(a.shares_since(&a), (0.0, 0.0));
+        assert_eq!(b.steal_since(&a), 0.1);
+        assert_eq!(a.steal_since(&a), 0.0);
     }
 
     #[test]

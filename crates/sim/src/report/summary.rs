@@ -76,6 +76,18 @@ impl GroupKey {
         }
     }
 
+    /// Its place in [`GroupKey::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            GroupKey::Class(Class::Production) => 0,
+            GroupKey::Class(Class::BestEffort) => 1,
+            GroupKey::Class(Class::Critical) => 2,
+            GroupKey::Band(Band::Low) => 3,
+            GroupKey::Band(Band::Medium) => 4,
+            GroupKey::Band(Band::High) => 5,
+        }
+    }
+
     pub fn parse(name: &str) -> Option<GroupKey> {
         GroupKey::ALL.into_iter().find(|g| g.name() == name)
     }

@@ -50,6 +50,8 @@ pub struct PolicySummary {
     /// Production's time waiting for a CPU, and on one (means, seconds).
     pub prod_runq_wait_s: f64,
     pub prod_cpu_s: f64,
+    /// Share of the CPU time the hypervisor took (mean over the scenes).
+    pub cpu_steal: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
     pub failures: usize,
     /// 95% bootstrap intervals of the means above, over the repeats.
@@ -190,6 +192,7 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 prod_stall_s: m(|s| s.prod_stall_s),
                 prod_runq_wait_s: m(|s| s.prod_runq_wait_s),
                 prod_cpu_s: m(|s| s.prod_cpu_s),
+                cpu_steal: m(|s| s.cpu_steal),
                 failures: scenes
                     .iter()
                     .filter(|s| &s.policy == p)
@@ -217,7 +220,8 @@ pub fn table(r: &ColocationReport) -> String {
          production reserved {} MiB, static best-effort {} MiB\n\
          production relative to isolated, best-effort work relative to static, each within \
          its repeat: the mean ratio [its 95% bootstrap interval over the repeats]; production's \
-         slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU)\n",
+         slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU); \
+         steal: the CPU time the hypervisor took from the machine\n",
         r.seed,
         r.seconds,
         r.capacity / MIB,
@@ -225,6 +229,16 @@ pub fn table(r: &ColocationReport) -> String {
         r.reserved / MIB,
         r.capacity.saturating_sub(r.reserved) / MIB,
     );
+    let reruns: usize = r.scenes.iter().map(|s| s.reruns).sum();
+    let stolen = r.scenes.iter().filter(|s| s.cpu_steal > r.max_steal).count();
+    if reruns > 0 || stolen > 0 {
+        out.push_str(&format!(
+            "the host took more than {:.1}% of the CPU: {reruns} scene(s) ran again; {stolen} \
+             counted all the same after {} tries\n",
+            r.max_steal * 100.0,
+            super::STEAL_RERUNS + 1
+        ));
+    }
     let (redis_noise, pg_noise) = isolated_noise(&r.scenes);
     if redis_noise.is_finite() || pg_noise.is_finite() {
         let pct = |x: f64| if x.is_finite() { format!("±{:.0}%", x * 100.0) } else { "-".into() };
@@ -236,7 +250,7 @@ pub fn table(r: &ColocationReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>5}\n",
+        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>6} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -253,6 +267,7 @@ pub fn table(r: &ColocationReport) -> String {
         "oom",
         "stall s",
         "runq s",
+        "steal",
         "fail"
     ));
     let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
@@ -265,7 +280,7 @@ pub fn table(r: &ColocationReport) -> String {
     };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>5}\n",
+            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>6} {:>5}\n",
             s.policy,
             with(s.redis_throughput, s.redis_throughput_ci),
             f(s.redis_p50, 2),
@@ -282,6 +297,7 @@ pub fn table(r: &ColocationReport) -> String {
             f(s.oom_kills, 1),
             f(s.prod_stall_s, 1),
             f(s.prod_runq_wait_s, 1),
+            format!("{}%", f(s.cpu_steal * 100.0, 1)),
             s.failures,
         ));
     }

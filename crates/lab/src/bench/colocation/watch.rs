@@ -133,6 +133,7 @@ impl SceneWatch {
                 r.oom_kills = m.oom_kills.saturating_sub(self.machine0.oom_kills);
                 r.machine_full_stall_s = (m.full_stall_s - self.machine0.full_stall_s).max(0.0);
                 (r.cpu_busy, r.cpu_iowait) = m.cpu.shares_since(&self.machine0.cpu);
+                r.cpu_steal = m.cpu.steal_since(&self.machine0.cpu);
             }
             Err(e) => r.notes.push(format!("the machine's counters at the end: {e}")),
         }
