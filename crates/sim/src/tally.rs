@@ -4,7 +4,7 @@
 //! an index entry), not with every task it ever ran; a task's whole outcome
 //! is kept only when asked for (`Outcomes::Kept`, `--per-task-csv`).
 
-use crate::outcome::TaskOutcome;
+use crate::outcome::{Stamp, TaskOutcome};
 use crate::report::summary::{ActionCounts, Band, GroupKey};
 use crate::workload::TaskKey;
 use overbook_core::{Class, JobId, Time};
@@ -102,7 +102,7 @@ pub struct Job {
     ran_to_end: bool,
     first_submit: Time,
     first_key: TaskKey,
-    last_end: Option<Time>,
+    last_end: Stamp,
 }
 
 impl Job {
@@ -114,7 +114,7 @@ impl Job {
             ran_to_end: false,
             first_submit: t.submit,
             first_key: t.key,
-            last_end: None,
+            last_end: Stamp::NONE,
         }
     }
 
@@ -125,7 +125,12 @@ impl Job {
             self.first_submit = t.submit;
             self.first_key = t.key;
         }
-        self.last_end = self.last_end.max(t.end.get());
+        if let Some(end) = t.end.get() {
+            match self.last_end.get() {
+                Some(last) if last >= end => {}
+                _ => self.last_end = Stamp::at(end),
+            }
+        }
         // An attempt the trace ended (a death) neither completes its job
         // nor holds it back: its resubmission, if any, is what counts.
         if !t.trace_death {
@@ -140,7 +145,7 @@ impl Job {
 
     /// Completion time in seconds, for a completed job.
     pub fn completion_secs(&self) -> Option<f64> {
-        match (self.completed(), self.last_end) {
+        match (self.completed(), self.last_end.get()) {
             (true, Some(end)) => Some((end - self.first_submit).as_secs_f64()),
             _ => None,
         }
@@ -239,6 +244,11 @@ mod tests {
         assert_eq!(forward.group(GroupKey::BEST_EFFORT).tasks, 1000);
         assert_eq!(forward.group(GroupKey::PRODUCTION).tasks, 0);
         assert!(!forward.has(Class::Critical));
+    }
+
+    #[test]
+    fn a_job_takes_32_bytes() {
+        assert_eq!(std::mem::size_of::<Job>(), 32);
     }
 
     #[test]
