@@ -1,0 +1,52 @@
+#!/bin/bash
+# A rough check of what a best-effort neighbour that only computes costs
+# production: isolated scenes of `overbook bench colocation --native`, in
+# pairs, one alone and one beside a SCHED_IDLE job on the last CPU that
+# hashes memory at about overbook's best-effort pace (no memory pressure).
+# Each scene is a run of its own and calibrates its own load, so compare
+# latencies, not throughputs.
+#
+#   tools/neighbour/run.sh target/release/overbook OUTDIR [PAIRS]
+#   NBSIZE (256M) and NBPACE (1 s) set the neighbour's memory and pause.
+set -euo pipefail
+bin=$(realpath "${1:?the overbook binary}")
+out=${2:?an output directory}
+pairs=${3:-4}
+[ "$(id -u)" = 0 ] || { echo "needs root (cgroups)" >&2; exit 1; }
+mkdir -p "$out"
+cg=/sys/fs/cgroup/cpu/overbook-neighbour
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rmdir "$cg" 2>/dev/null || true
+}
+trap cleanup EXIT
+for i in $(seq 1 "$pairs"); do
+  for mode in alone neighbour; do
+    pid=
+    if [ "$mode" = neighbour ]; then
+      mkdir -p "$cg"
+      [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
+      (
+        echo "$BASHPID" >"$cg/cgroup.procs"
+        exec chrt --idle 0 taskset -c "$(($(nproc) - 1))" "$bin" workload chain \
+          "${NBSIZE:-256M}" 1000000 --pace "${NBPACE:-1}" --dirty 0.25 >/dev/null
+      ) &
+      pid=$!
+    fi
+    "$bin" bench colocation --native --capacity 2GiB --swap 1GiB --seconds 90 \
+      --repeats 1 --no-warmup --seed $((40 + i)) --policies isolated \
+      --out "$out/$mode-$i.json" >"$out/$mode-$i.log" 2>&1
+    echo "$mode $i: done"
+    cleanup
+    pid=
+  done
+done
+for f in "$out"/*-*.json; do
+  python3 - "$f" <<'P'
+import json, sys
+s = json.load(open(sys.argv[1]))["scenes"][0]
+print(sys.argv[1].rsplit("/", 1)[-1], "redis p99", s["redis"]["p99_ms"], "ms, postgres p99",
+      s["postgres"]["p99_ms"], "ms, steal", round(100 * s["cpu_steal"], 1), "%")
+P
+done
