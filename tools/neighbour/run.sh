@@ -14,7 +14,12 @@ out=${2:?an output directory}
 pairs=${3:-4}
 [ "$(id -u)" = 0 ] || { echo "needs root (cgroups)" >&2; exit 1; }
 mkdir -p "$out"
-cg=/sys/fs/cgroup/cpu/overbook-neighbour
+# v1's cpu hierarchy where it is mounted, else v2's unified one.
+if [ -e /sys/fs/cgroup/cpu/cgroup.procs ]; then
+  cg=/sys/fs/cgroup/cpu/overbook-neighbour
+else
+  cg=/sys/fs/cgroup/overbook-neighbour
+fi
 pid=
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
@@ -36,7 +41,8 @@ for i in $(seq 1 "$pairs"); do
     fi
     "$bin" bench colocation --native --capacity 2GiB --swap 1GiB --seconds 90 \
       --repeats 1 --no-warmup --seed $((40 + i)) --policies isolated \
-      --out "$out/$mode-$i.json" >"$out/$mode-$i.log" 2>&1
+      --out "$out/$mode-$i.json" >"$out/$mode-$i.log" 2>&1 ||
+      { echo "$mode $i failed: see $out/$mode-$i.log" >&2; exit 1; }
     echo "$mode $i: done"
     cleanup
     pid=
