@@ -23,12 +23,12 @@ fi
 pid=
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  pid=
   rmdir "$cg" 2>/dev/null || true
 }
 trap cleanup EXIT
 for i in $(seq 1 "$pairs"); do
   for mode in alone neighbour; do
-    pid=
     if [ "$mode" = neighbour ]; then
       mkdir -p "$cg"
       [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
@@ -45,7 +45,6 @@ for i in $(seq 1 "$pairs"); do
       { echo "$mode $i failed: see $out/$mode-$i.log" >&2; exit 1; }
     echo "$mode $i: done"
     cleanup
-    pid=
   done
 done
 for f in "$out"/*-*.json; do
