@@ -101,7 +101,9 @@ pub struct PreemptionArgs {
 #[derive(Debug, clap::Args)]
 pub struct ColocationArgs {
     /// Policies, comma-separated (isolated is the reference; static the
-    /// best-effort baseline; overbook the production-first policy).
+    /// best-effort baseline; overbook the production-first policy). An
+    /// overbook scene may carry detector settings, compared in the same run:
+    /// overbook@floor=0.10 (several joined by +).
     #[arg(
         long,
         value_delimiter = ',',
@@ -140,6 +142,16 @@ pub struct ColocationArgs {
     /// Seeds the best-effort job stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Pin pgbench's rate (transactions a second) instead of calibrating
+    /// it at a tenth of what PostgreSQL does alone here now: to drive two
+    /// runs at one load, give the rate a report (or the first run's
+    /// progress) shows.
+    #[arg(long)]
+    pg_rate: Option<f64>,
+    /// Pin the GETs of each Redis round (20..100000) instead of
+    /// calibrating them; see --pg-rate.
+    #[arg(long)]
+    redis_round: Option<u64>,
     /// Where the services' data, logs and job output go (removed after):
     /// a disk, so PostgreSQL's tables are page cache. Default: the VM's
     /// disk ($OVERBOOK_VM_DISK) in scripts/vm's guest, else /var/tmp.
@@ -901,7 +913,7 @@ fn checkpoint(args: CheckpointArgs) -> Result<()> {
 }
 
 fn colocation(args: ColocationArgs) -> Result<()> {
-    use overbook_lab::bench::colocation::{self, ColocationPlan, ColocationReport, POLICIES};
+    use overbook_lab::bench::colocation::{self, ColocationPlan, ColocationReport};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     if let Some(plot) = &args.plot {
@@ -934,9 +946,15 @@ fn colocation(args: ColocationArgs) -> Result<()> {
     if args.repeats == 0 || args.repeats > 20 {
         anyhow::bail!("--repeats must be from 1 to 20, not {}", args.repeats);
     }
-    for p in &args.policies {
-        if !POLICIES.contains(&p.as_str()) {
-            anyhow::bail!("--policies: unknown policy {p:?} ({})", POLICIES.join(", "));
+    colocation::check_policies(&args.policies).map_err(|e| anyhow::anyhow!("--policies: {e}"))?;
+    if let Some(rate) = args.pg_rate {
+        if !(rate.is_finite() && (1.0..=1e6).contains(&rate)) {
+            anyhow::bail!("--pg-rate must be from 1 to 1000000 transactions a second, not {rate}");
+        }
+    }
+    if let Some(round) = args.redis_round {
+        if !(20..=100_000).contains(&round) {
+            anyhow::bail!("--redis-round must be from 20 to 100000 GETs, not {round}");
         }
     }
     let native = if args.native {
@@ -977,6 +995,8 @@ fn colocation(args: ColocationArgs) -> Result<()> {
         max_steal: args.max_steal / 100.0,
         native,
         events: args.events,
+        pg_rate: args.pg_rate,
+        redis_round: args.redis_round,
         stop: Arc::new(AtomicBool::new(false)),
     };
     // Ctrl-C or a SIGTERM ends the scene under way cleanly: its services,

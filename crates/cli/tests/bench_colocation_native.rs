@@ -14,8 +14,18 @@ mod common;
 /// checks that none is left when it ends.
 static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-const POLICIES: [&str; 7] =
-    ["isolated", "static", "kernel", "threshold", "overbook-kill", "overbook-adaptive", "overbook"];
+/// Every policy of the mode, and one overbook scene with a detector
+/// setting of its own (a cgroup name from a policy with `@`, `=` and `.`).
+const POLICIES: [&str; 8] = [
+    "isolated",
+    "static",
+    "kernel",
+    "threshold",
+    "overbook-kill",
+    "overbook-adaptive",
+    "overbook",
+    "overbook@floor=0.10",
+];
 
 #[test]
 fn every_native_policy_runs_and_leaves_nothing_behind() {
@@ -114,7 +124,7 @@ fn an_interrupted_run_removes_what_its_scene_made() {
     let mut bench = Command::new(env!("CARGO_BIN_EXE_overbook"))
         .args(["bench", "colocation", "--native", "--capacity", "1GiB", "--swap", "512MiB"])
         .args(["--seconds", "30", "--repeats", "1", "--no-warmup", "--scratch", &scratch])
-        .args(["--policies", "isolated,overbook"])
+        .args(["--policies", "isolated,overbook", "--pg-rate", "300", "--redis-round", "50"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -131,6 +141,10 @@ fn an_interrupted_run_removes_what_its_scene_made() {
     let status = bench.wait().expect("waits");
     assert!(!status.success(), "{said:?} {rest:?}");
     assert!(rest.iter().any(|l| l.contains("interrupted")), "says why: {rest:?}");
+    assert!(
+        said.iter().any(|l| l.contains("load pinned: pgbench at 300 tx/s, Redis rounds of 50")),
+        "a pinned load is not calibrated: {said:?}"
+    );
     let left = common::left_in(dir.path(), &[]);
     assert!(left.is_empty(), "the benchmark's files are removed: {left:?}");
     assert_eq!(std::fs::read_to_string("/proc/swaps").expect("/proc/swaps"), swaps_before);

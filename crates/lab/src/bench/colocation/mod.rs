@@ -98,6 +98,12 @@ pub struct ColocationPlan {
     /// Where overbook scenes' agent events go, as JSON lines (one file a
     /// scene); none: kept in the report as counts only.
     pub events: Option<PathBuf>,
+    /// Production's load, pinned (from an earlier run's report, to compare
+    /// runs): pgbench's rate in transactions a second, and the GETs of each
+    /// Redis round. Either one not given is calibrated, at a tenth of what
+    /// production does alone on this machine now.
+    pub pg_rate: Option<f64>,
+    pub redis_round: Option<u64>,
     /// Set (by a signal handler) to stop the run: the scene under way ends
     /// at once, its processes, cgroups and files removed, and the run fails
     /// saying so.
@@ -254,13 +260,30 @@ struct Run<'a> {
     redis_round: u64,
 }
 
-/// Runs every policy `repeats` times; `say` hears progress.
-pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<ColocationReport, String> {
-    for p in &plan.policies {
-        if !POLICIES.contains(&p.as_str()) {
-            return Err(format!("unknown policy {p:?} (one of {})", POLICIES.join(", ")));
+/// Whether every one of `policies` can run, each once: one of
+/// [`POLICIES`], or an overbook scene with detector settings
+/// (`overbook@floor=0.10`), compared in the same run as the others.
+pub fn check_policies(policies: &[String]) -> Result<(), String> {
+    for (i, p) in policies.iter().enumerate() {
+        if policies[..i].contains(p) {
+            return Err(format!("policy {p:?} is given twice"));
+        }
+        if p.contains('@') {
+            overbook::check_policy(p)?;
+        } else if !POLICIES.contains(&p.as_str()) {
+            return Err(format!(
+                "unknown policy {p:?} (one of {}, or overbook@KEY=VALUE with a detector \
+                 setting)",
+                POLICIES.join(", ")
+            ));
         }
     }
+    Ok(())
+}
+
+/// Runs every policy `repeats` times; `say` hears progress.
+pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<ColocationReport, String> {
+    check_policies(&plan.policies)?;
     let mut programs = Programs::find()?;
     // Never the OOM killer's or earlyoom's victim; the drivers inherit it,
     // as programs on another machine would be out of reach. Production and
@@ -350,7 +373,21 @@ pub fn run(plan: &ColocationPlan, say: &mut dyn FnMut(&str)) -> Result<Colocatio
         Templates::make(&programs, &mut node, &dir.join("templates"), sizes, say)?
     };
     let reserved = sizes.redis_base + sizes.redis_burst + templates.pg_bytes + 2 * SERVER_OVERHEAD;
-    let (pg_rate, redis_round) = calibrate(&programs, &templates, &dir, limit, say)?;
+    let (pg_rate, redis_round) = match (plan.pg_rate, plan.redis_round) {
+        (Some(rate), Some(round)) => {
+            say(&format!(
+                "production's load pinned: pgbench at {rate:.0} tx/s, Redis rounds of {round}"
+            ));
+            (rate, round)
+        }
+        (rate, round) => {
+            let (r, n) = calibrate(&programs, &templates, &dir, limit, say)?;
+            (rate.unwrap_or(r), round.unwrap_or(n))
+        }
+    };
+    say(&format!(
+        "to drive another run at this load: --pg-rate {pg_rate:.0} --redis-round {redis_round}"
+    ));
     let mut run = Run {
         plan,
         programs,
@@ -477,7 +514,11 @@ fn in_memory(dir: &Path) -> bool {
     })
 }
 
+/// A cgroup's name for `what`: a policy with settings
+/// (`overbook@floor=0.10`) keeps only letters, digits and dashes.
 fn node_name(what: &str) -> String {
+    let what: String =
+        what.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     format!("overbook-colocation-{}-{what}", std::process::id())
 }
 
@@ -752,6 +793,22 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_are_checked_before_the_run() {
+        let list = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        assert!(check_policies(&list("isolated,overbook,overbook@floor=0.1")).is_ok());
+        let twice = check_policies(&list("isolated,overbook,overbook")).expect_err("twice");
+        assert!(twice.contains("\"overbook\" is given twice"), "{twice}");
+        let unknown = check_policies(&list("isolated,oom")).expect_err("unknown");
+        assert!(unknown.contains("unknown policy \"oom\""), "{unknown}");
+        let bad = check_policies(&list("isolated,overbook@floor=x")).expect_err("bad");
+        assert!(bad.contains("must be a number"), "{bad}");
+        assert_eq!(
+            node_name("overbook@floor=0.1"),
+            format!("overbook-colocation-{}-overbook-floor-0-1", std::process::id())
+        );
+    }
 
     #[test]
     fn sizes_follow_the_capacity() {

@@ -43,45 +43,16 @@ impl OverbookScene {
         capacity: u64,
         headroom: u64,
     ) -> Result<OverbookScene, String> {
-        // `overbook` is the agent's default, production-first policy;
-        // `overbook-<preemptor>` 000's detector with that preemptor.
-        // 000's detector waits a sync period after its kills; the
-        // production-first launcher holds while anyone thrashes instead.
-        let (policy_keys, delay_after_kill) = match policy.strip_prefix("overbook-") {
-            None => (
-                "[policy.detector]\nkind = \"production-first\"\n\
-                 [policy.preemptor]\nkind = \"production-first\"\n"
-                    .to_string(),
-                false,
-            ),
-            Some(preemptor) => (
-                format!(
-                    "[policy.detector]\nkind = \"constraint-thrashing\"\n\
-                     [policy.preemptor]\nkind = \"{preemptor}\"\n"
-                ),
-                true,
-            ),
-        };
         let images = images.map_or_else(|| dir.join("images"), |i| i.join(node.root.as_str()));
-        // `node.swap_mb_s` is left at the agent's default: the swap file's
-        // own write pace (1.7 GB/s, sequential) said nothing of a
-        // swap-out's (170-260 MB in 0.2-1.6 s), and freezes promised at
-        // that pace held production's memory for seconds.
-        let text = format!(
-            "[node]\nroot = \"{}\"\ncapacity = {capacity}\n\
-             [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
-             [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
-             [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
-             [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
-             hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n\
-             {policy_keys}\
-             [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
+        let text = config_text(
             node.root.as_str(),
-            dir.join("tasks").display(),
-            headroom as f64 / capacity as f64,
-            images.display(),
-        );
-        let cfg = AgentConfig::parse(&text, "bench colocation").map_err(|e| e.to_string())?;
+            policy,
+            &dir.join("tasks"),
+            &images,
+            capacity,
+            headroom,
+        )?;
+        let cfg = AgentConfig::parse(&text, policy).map_err(|e| e.to_string())?;
         let cg = host_cgroups(&HostSupport::probe()).map_err(|e| e.to_string())?;
         let mut agent =
             Agent::new(&cfg, cg, EventLog::in_memory(200_000)).map_err(|e| e.to_string())?;
@@ -220,6 +191,78 @@ impl OverbookScene {
     }
 }
 
+/// Whether `policy` names an overbook scene the benchmark can run: its
+/// agent configuration is made and parsed, so a bad setting fails before
+/// the first scene, naming the key.
+pub(super) fn check_policy(policy: &str) -> Result<(), String> {
+    let text = config_text(
+        "overbook-colocation-check",
+        policy,
+        Path::new("/tmp/tasks"),
+        Path::new("/tmp/images"),
+        2 << 30,
+        200 << 20,
+    )?;
+    AgentConfig::parse(&text, policy).map(drop).map_err(|e| e.to_string())
+}
+
+/// The agent's configuration for the scene of `policy`: `overbook` (the
+/// agent's default, production-first policy) or `overbook-<preemptor>`
+/// (000's detector with that preemptor), either with detector settings
+/// after an `@` (`overbook@floor=0.10+production_stall=0.05`).
+fn config_text(
+    root: &str,
+    policy: &str,
+    tasks: &Path,
+    images: &Path,
+    capacity: u64,
+    headroom: u64,
+) -> Result<String, String> {
+    let (base, settings) = policy.split_once('@').unwrap_or((policy, ""));
+    let mut detector_keys = String::new();
+    for setting in settings.split('+').filter(|s| !s.is_empty()) {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            format!("policy {policy:?}: {setting:?}: a detector setting is KEY=NUMBER")
+        })?;
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(format!("policy {policy:?}: {key:?} is not a detector key"));
+        }
+        let number = value.parse::<f64>().ok().filter(|n| n.is_finite()).ok_or_else(|| {
+            format!("policy {policy:?}: {key}={value:?}: the value must be a number")
+        })?;
+        detector_keys.push_str(&format!("{key} = {number:?}\n"));
+    }
+    // 000's detector waits a sync period after its kills; the
+    // production-first launcher holds while anyone thrashes instead.
+    let (detector, preemptor, delay_after_kill) = match base {
+        "overbook" => ("production-first", "production-first", false),
+        _ => match base.strip_prefix("overbook-") {
+            Some(preemptor) if super::POLICIES.contains(&base) => {
+                ("constraint-thrashing", preemptor, true)
+            }
+            _ => return Err(format!("{policy:?} is not one of overbook's scenes")),
+        },
+    };
+    // `node.swap_mb_s` is left at the agent's default: the swap file's
+    // own write pace (1.7 GB/s, sequential) said nothing of a
+    // swap-out's (170-260 MB in 0.2-1.6 s), and freezes promised at
+    // that pace held production's memory for seconds.
+    Ok(format!(
+        "[node]\nroot = \"{root}\"\ncapacity = {capacity}\n\
+         [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
+         [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
+         [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
+         [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
+         hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n\
+         [policy.detector]\nkind = \"{detector}\"\n{detector_keys}\
+         [policy.preemptor]\nkind = \"{preemptor}\"\n\
+         [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
+        tasks.display(),
+        headroom as f64 / capacity as f64,
+        images.display(),
+    ))
+}
+
 /// The job a task runs: `be-3` for `be-3` and its retry `be-3-r1`.
 fn job_of(task: &str) -> &str {
     task.split("-r").next().unwrap_or(task)
@@ -232,6 +275,36 @@ fn task_of(e: &Event) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scene_s_detector_settings_reach_its_agent_or_fail_by_name() {
+        let text = config_text(
+            "n",
+            "overbook@floor=0.1+production_stall=0.05",
+            Path::new("/t"),
+            Path::new("/i"),
+            1 << 30,
+            100 << 20,
+        )
+        .expect("valid");
+        let cfg = AgentConfig::parse(&text, "test").expect("parses");
+        assert_eq!(cfg.policy.detector.floor(), 0.1);
+        assert!(check_policy("overbook").is_ok());
+        assert!(check_policy("overbook-kill@tolerance=5").is_ok());
+        for (bad, says) in [
+            ("overbook@floor", "KEY=NUMBER"),
+            ("overbook@floor=ten", "must be a number"),
+            ("overbook@floor=NaN", "must be a number"),
+            ("overbook@Floor=0.1", "not a detector key"),
+            ("overbook@flor=0.1", "flor"),
+            ("overbook-kill@floor=0.1", "floor"),
+            ("overbook-fast@floor=0.1", "not one of overbook's scenes"),
+            ("static@floor=0.1", "not one of overbook's scenes"),
+        ] {
+            let e = check_policy(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_retry_counts_as_its_job() {
