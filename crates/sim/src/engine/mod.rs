@@ -565,6 +565,12 @@ impl<'m> Engine<'m> {
         self.advance(node);
         // Faults so far count at the memory it held so far.
         self.sync(slot);
+        self.memory_changed(slot, node);
+    }
+
+    /// [`Engine::memory_may_have_changed`] for a task running on `node`,
+    /// synced to its clocks at this instant.
+    fn memory_changed(&mut self, slot: u32, node: u32) {
         let Some(task) = self.task_mut(slot) else {
             return;
         };
@@ -576,7 +582,7 @@ impl<'m> Engine<'m> {
         if mem > before {
             self.kernel_reclaim(node);
         }
-        self.target_point(slot, node);
+        self.target_synced_point(slot, node);
         if !self.recompute(node) {
             self.time_point(slot, node);
         }

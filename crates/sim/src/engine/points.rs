@@ -86,6 +86,14 @@ impl Engine<'_> {
     /// Set a running task's next point (a memory change or its end) from its
     /// progress; `time_point` then times it.
     pub(super) fn target_point(&mut self, slot: u32, node: u32) {
+        self.sync(slot);
+        self.target_synced_point(slot, node);
+    }
+
+    /// [`Engine::target_point`] for a task synced at this instant: its
+    /// node's clocks move only as time does, so a second sync would add
+    /// nothing (a point event used to sync its task three times).
+    pub(super) fn target_synced_point(&mut self, slot: u32, node: u32) {
         let n = &mut self.nodes[node as usize];
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
@@ -93,7 +101,6 @@ impl Engine<'_> {
         if task.phase != (Phase::Running { node }) {
             return;
         }
-        n.sync(slot, task);
         let point = task.next_point();
         let Some(m) = n.members.iter_mut().find(|m| m.slot == slot) else {
             return;
@@ -201,7 +208,7 @@ impl Engine<'_> {
             return;
         }
         let pause = task.spec.pause_at(task.progress);
-        self.memory_may_have_changed(slot);
+        self.memory_changed(slot, node);
         let running = self.task(slot).is_some_and(|t| t.phase == Phase::Running { node });
         if let Some(p) = pause.filter(|_| running) {
             self.begin_idle(slot, node, p.length);
