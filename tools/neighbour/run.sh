@@ -3,11 +3,14 @@
 # production: isolated scenes of `overbook bench colocation --native`, in
 # pairs, one alone and one beside a SCHED_IDLE job on the last CPU that
 # hashes memory at about overbook's best-effort pace (no memory pressure).
-# Each scene is a run of its own and calibrates its own load, so compare
-# latencies, not throughputs.
+# Each scene is a run of its own: give LOAD (e.g. "--pg-rate 6581
+# --redis-round 855", what a bench run prints) to drive every scene alike;
+# without it each calibrates its own load, so compare latencies, not
+# throughputs.
 #
 #   tools/neighbour/run.sh target/release/overbook OUTDIR [PAIRS]
-#   NBSIZE (256M) and NBPACE (1 s) set the neighbour's memory and pause.
+#   NBSIZE (256M) and NBPACE (1 s) set the neighbour's memory and pause:
+#   it rewrites a quarter of its memory every NBPACE seconds.
 set -euo pipefail
 bin=$(realpath "${1:?the overbook binary}")
 out=${2:?an output directory}
@@ -40,7 +43,7 @@ for i in $(seq 1 "$pairs"); do
       pid=$!
     fi
     "$bin" bench colocation --native --capacity 2GiB --swap 1GiB --seconds 90 \
-      --repeats 1 --no-warmup --seed $((40 + i)) --policies isolated \
+      --repeats 1 --no-warmup --seed $((40 + i)) --policies isolated ${LOAD:-} \
       --out "$out/$mode-$i.json" >"$out/$mode-$i.log" 2>&1 ||
       { echo "$mode $i failed: see $out/$mode-$i.log" >&2; exit 1; }
     echo "$mode $i: done"
@@ -52,6 +55,7 @@ for f in "$out"/*-*.json; do
 import json, sys
 s = json.load(open(sys.argv[1]))["scenes"][0]
 print(sys.argv[1].rsplit("/", 1)[-1], "redis p99", s["redis"]["p99_ms"], "ms, postgres p99",
-      s["postgres"]["p99_ms"], "ms, steal", round(100 * s["cpu_steal"], 1), "%")
+      s["postgres"]["p99_ms"], "ms, by phase", s["postgres"].get("p99_ms_by_phase"),
+      "steal", round(100 * s["cpu_steal"], 1), "%")
 P
 done

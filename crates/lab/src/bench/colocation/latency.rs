@@ -118,19 +118,31 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64, f64), Str
 /// transactions (`skipped` in the latency field, with `--latency-limit`)
 /// are refused: the benchmark does not use that option.
 pub fn pgbench_log_histogram(text: &str) -> Result<(Histogram, u64), String> {
-    let mut h = Histogram::default();
+    let (phases, n) = pgbench_log_phases(text, &|_| 0)?;
+    let [whole, ..] = phases;
+    Ok((whole, n))
+}
+
+/// [`pgbench_log_histogram`] split by the phase of the scene each
+/// transaction ended in: `phase_of` maps its end (microseconds since the
+/// epoch) to 0, 1 or 2 (larger is taken as 2).
+pub fn pgbench_log_phases(
+    text: &str,
+    phase_of: &dyn Fn(u64) -> usize,
+) -> Result<([Histogram; 3], u64), String> {
+    let mut phases: [Histogram; 3] = Default::default();
     let mut n = 0;
     for (i, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let us = fields
-            .get(2)
-            .and_then(|f| f.parse::<u64>().ok())
-            .filter(|_| fields.len() >= 6)
-            .ok_or_else(|| format!("line {}: not a pgbench transaction line: {line:?}", i + 1))?;
-        h.add(us, 1);
+        let number = |k: usize| fields.get(k).and_then(|f| f.parse::<u64>().ok());
+        let (Some(us), Some(epoch), Some(epoch_us)) = (number(2), number(4), number(5)) else {
+            return Err(format!("line {}: not a pgbench transaction line: {line:?}", i + 1));
+        };
+        let end = epoch.saturating_mul(1_000_000).saturating_add(epoch_us);
+        phases[phase_of(end).min(2)].add(us, 1);
         n += 1;
     }
-    Ok((h, n))
+    Ok((phases, n))
 }
 
 #[cfg(test)]
@@ -189,5 +201,18 @@ Cumulative distribution of latencies:
         assert_eq!(all.percentile_ms(0.5), Some(0.2));
         assert_eq!(all.percentile_ms(1.0), Some(0.3));
         assert_eq!(Histogram::default().percentile_ms(0.5), None);
+    }
+
+    #[test]
+    fn a_pgbench_log_splits_by_when_each_transaction_ended() {
+        let log = "0 1 100 0 10 0\n0 2 900 0 20 500000\n1 1 300 0 30 0\n1 2 5 0 99 0\n";
+        let phase_of = |end_us: u64| usize::try_from(end_us / 10_000_000).unwrap_or(9) - 1;
+        let ([a, b, c], n) = pgbench_log_phases(log, &phase_of).expect("parses");
+        assert_eq!(n, 4);
+        assert_eq!((a.total(), b.total(), c.total()), (1, 1, 2));
+        assert_eq!(b.percentile_ms(0.99), Some(0.9));
+        assert_eq!(c.percentile_ms(1.0), Some(0.3));
+        let e = pgbench_log_phases("0 1 100 0 x 0\n", &|_| 0).expect_err("no epoch");
+        assert!(e.starts_with("line 1:"), "{e}");
     }
 }

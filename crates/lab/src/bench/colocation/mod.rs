@@ -127,6 +127,10 @@ pub struct ServiceResult {
     pub throughput: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// p99 in each of the scene's phases ([`Phase`]: before the cache fill,
+    /// during it, after it); empty in reports from before it.
+    #[serde(default)]
+    pub p99_ms_by_phase: Vec<f64>,
     /// What the driver could not do (a dead or silent service), in order.
     pub failures: Vec<String>,
 }
@@ -138,6 +142,11 @@ impl ServiceResult {
             throughput: if m.busy_s > 0.0 { m.requests as f64 / m.busy_s } else { 0.0 },
             p50_ms: m.latency.percentile_ms(0.50).unwrap_or(f64::NAN),
             p99_ms: m.latency.percentile_ms(0.99).unwrap_or(f64::NAN),
+            p99_ms_by_phase: m
+                .phases
+                .iter()
+                .map(|h| h.percentile_ms(0.99).unwrap_or(f64::NAN))
+                .collect(),
             failures: m.failures.clone(),
         }
     }
@@ -240,6 +249,33 @@ fn sizes(capacity: u64) -> ServiceSizes {
 /// production reaches its reservation a fifth of the time.
 const FILL_FROM: f64 = 0.4;
 const FILL_UNTIL: f64 = 0.6;
+
+/// A scene's phases: production's latency is also told apart by when it
+/// came, so a tail made while production takes its memory back (the fill,
+/// when best-effort work is preempted) shows apart from one made all along
+/// (CPU, memory bandwidth).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    BeforeFill = 0,
+    Fill = 1,
+    AfterFill = 2,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 3] = [Phase::BeforeFill, Phase::Fill, Phase::AfterFill];
+
+    /// The phase `elapsed` seconds into a scene of `seconds`.
+    pub fn at(elapsed: f64, seconds: u64) -> Phase {
+        let share = elapsed / (seconds.max(1) as f64);
+        if share < FILL_FROM {
+            Phase::BeforeFill
+        } else if share < FILL_UNTIL {
+            Phase::Fill
+        } else {
+            Phase::AfterFill
+        }
+    }
+}
 
 /// What the drivers, the benchmark and the agent themselves need.
 const OWN_MEMORY: u64 = 160 * MIB;
@@ -475,12 +511,14 @@ fn no_steal_limit() -> f64 {
 /// A scene's figures, one line.
 fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
     say(&format!(
-        "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms, \
+        "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms \
+         (before, during, after the fill: {:.2?}), \
          {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait {:.1}% stolen, production waited {:.1} s for a CPU{}",
         r.redis.throughput,
         r.redis.p99_ms,
         r.postgres.throughput,
         r.postgres.p99_ms,
+        r.postgres.p99_ms_by_phase,
         r.batch.completed,
         r.batch.started,
         r.batch.kills,
@@ -718,6 +756,7 @@ impl Run<'_> {
             &redis,
             self.templates.redis_keys,
             self.redis_round,
+            self.plan.seconds,
             stop.clone(),
         );
         let pg_load = services::pg_load(p, &pg, self.pg_rate, self.plan.seconds, &logs);

@@ -477,6 +477,9 @@ pub struct Measured {
     /// times, as redis-benchmark reports them; PostgreSQL: pgbench's run).
     pub busy_s: f64,
     pub latency: Histogram,
+    /// `latency` split by the scene's phases ([`super::Phase`]): before the
+    /// cache fill, during it, after it.
+    pub phases: [Histogram; 3],
     /// Rounds (or runs) the driver could not complete: the service died or
     /// stopped answering. The scene goes on; the report shows them.
     pub failures: Vec<String>,
@@ -497,13 +500,16 @@ pub fn redis_load(
     redis: &Redis,
     keys: u64,
     per_round: u64,
+    seconds: u64,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Result<Measured, String>> {
     let (bench, socket) = (programs.redis_benchmark.clone(), redis.socket.clone());
     std::thread::spawn(move || {
         let mut m = Measured::default();
+        let started = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let round = Instant::now();
+            let phase = super::Phase::at(started.elapsed().as_secs_f64(), seconds);
             let measured = output(
                 Command::new(&bench)
                     .arg("-s")
@@ -518,6 +524,7 @@ pub fn redis_load(
                     m.busy_s += seconds;
                     m.requests += n;
                     m.latency.merge(&h);
+                    m.phases[phase as usize].merge(&h);
                 }
                 Err(e) => m.failures.push(e),
             }
@@ -548,6 +555,13 @@ pub fn pg_load(
     let logs = logs.to_path_buf();
     std::thread::spawn(move || {
         let started = Instant::now();
+        let start_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let phase_of = |end_us: u64| {
+            let elapsed = end_us.saturating_sub(start_us) as f64 / 1e6;
+            super::Phase::at(elapsed, seconds) as usize
+        };
         let run = output(&mut cmd, "pgbench (select-only load)");
         let busy_s = started.elapsed().as_secs_f64();
         let mut m = Measured { busy_s, ..Measured::default() };
@@ -559,10 +573,13 @@ pub fn pg_load(
             if e.file_name().to_string_lossy().starts_with("pgbench") {
                 let text = std::fs::read_to_string(e.path())
                     .map_err(|err| format!("{}: {err}", e.path().display()))?;
-                let (h, n) = super::latency::pgbench_log_histogram(&text)
+                let (phases, n) = super::latency::pgbench_log_phases(&text, &phase_of)
                     .map_err(|err| format!("{}: {err}", e.path().display()))?;
                 m.requests += n;
-                m.latency.merge(&h);
+                for (all, h) in m.phases.iter_mut().zip(&phases) {
+                    all.merge(h);
+                    m.latency.merge(h);
+                }
             }
         }
         Ok(m)

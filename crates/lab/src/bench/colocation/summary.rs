@@ -10,7 +10,7 @@
 //! assumes nothing of their shape. Two policies differ when their
 //! intervals do not overlap.
 
-use super::{ColocationReport, SceneResult};
+use super::{ColocationReport, Phase, SceneResult, ServiceResult};
 use crate::bench::MIB;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,11 @@ pub struct PolicySummary {
     pub cpu_steal: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
     pub failures: usize,
+    /// p99 against isolated's in the same phase of the same repeat, by
+    /// phase (`Phase`: before the cache fill, during it, after it); empty
+    /// where the scenes have no phases.
+    pub redis_p99_by_phase: Vec<f64>,
+    pub pg_p99_by_phase: Vec<f64>,
     /// 95% bootstrap intervals of the means above, over the repeats.
     pub redis_throughput_ci: Interval,
     pub redis_p50_ci: Interval,
@@ -131,7 +136,12 @@ type Figure = fn(&SceneResult) -> f64;
 /// The ratios of one figure of `policy`'s scenes to the `reference`
 /// policy's scene of the same repeat (to the reference's mean when that
 /// repeat has none).
-fn ratios(scenes: &[SceneResult], policy: &str, reference: &str, f: Figure) -> Vec<f64> {
+fn ratios(
+    scenes: &[SceneResult],
+    policy: &str,
+    reference: &str,
+    f: impl Fn(&SceneResult) -> f64,
+) -> Vec<f64> {
     let references: Vec<&SceneResult> = scenes.iter().filter(|s| s.policy == reference).collect();
     let overall = mean(references.iter().map(|s| f(s)));
     scenes
@@ -163,6 +173,24 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 bootstrap_ci(&ratios(scenes, p, reference, f), seed(figure))
             };
             let m = |f: Figure| mean(scenes.iter().filter(|s| &s.policy == p).map(f));
+            let by_phase = |service: fn(&SceneResult) -> &ServiceResult| -> Vec<f64> {
+                if !scenes.iter().all(|s| service(s).p99_ms_by_phase.len() == Phase::ALL.len()) {
+                    return Vec::new();
+                }
+                Phase::ALL
+                    .iter()
+                    .map(|&phase| {
+                        let p99 = |s: &SceneResult| {
+                            service(s)
+                                .p99_ms_by_phase
+                                .get(phase as usize)
+                                .copied()
+                                .unwrap_or(f64::NAN)
+                        };
+                        mean(ratios(scenes, p, "isolated", p99).into_iter())
+                    })
+                    .collect()
+            };
             let (redis_throughput, redis_throughput_spread) =
                 to("isolated", |s| s.redis.throughput);
             let (redis_p99, redis_p99_spread) = to("isolated", |s| s.redis.p99_ms);
@@ -198,6 +226,8 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                     .filter(|s| &s.policy == p)
                     .map(|s| s.redis.failures.len() + s.postgres.failures.len())
                     .sum(),
+                redis_p99_by_phase: by_phase(|s| &s.redis),
+                pg_p99_by_phase: by_phase(|s| &s.postgres),
                 redis_throughput_ci: ci("isolated", |s| s.redis.throughput, 1),
                 redis_p50_ci: ci("isolated", |s| s.redis.p50_ms, 2),
                 redis_p99_ci: ci("isolated", |s| s.redis.p99_ms, 3),
@@ -301,6 +331,22 @@ pub fn table(r: &ColocationReport) -> String {
             s.failures,
         ));
     }
+    if r.summary.iter().any(|s| !s.pg_p99_by_phase.is_empty()) {
+        out.push_str(
+            "p99 by phase, against isolated's in the same phase: before the cache fill / \
+             during it (production takes its memory back) / after it\n",
+        );
+        out.push_str(&format!("{:<18} {:>20} {:>20}\n", "policy", "redis p99", "pg p99"));
+        let phases = |v: &[f64]| v.iter().map(|&x| f(x, 2)).collect::<Vec<_>>().join(" / ");
+        for s in r.summary.iter().filter(|s| s.policy != "isolated") {
+            out.push_str(&format!(
+                "{:<18} {:>20} {:>20}\n",
+                s.policy,
+                phases(&s.redis_p99_by_phase),
+                phases(&s.pg_p99_by_phase)
+            ));
+        }
+    }
     out
 }
 
@@ -316,6 +362,7 @@ mod tests {
             throughput,
             p50_ms: 1.0,
             p99_ms,
+            p99_ms_by_phase: vec![],
             failures: vec![],
         };
         SceneResult {
@@ -347,6 +394,58 @@ mod tests {
         assert_eq!(s[2].be_work_spread, 2.0);
         assert_eq!(s[2].redis_throughput, 1.0);
         assert_eq!(s[0].be_work, 0.0);
+    }
+
+    fn report(scenes: &[SceneResult]) -> ColocationReport {
+        ColocationReport {
+            seed: 1,
+            seconds: 90,
+            machine_memory: 4 << 30,
+            capacity: 2 << 30,
+            native: None,
+            reserved: 1 << 30,
+            headroom: 200 << 20,
+            sizes: crate::bench::colocation::services::ServiceSizes {
+                redis_base: 0,
+                redis_burst: 0,
+                pg_scale: 1,
+            },
+            pg_bytes: 0,
+            pg_rate: 100.0,
+            redis_round: 100,
+            jobs: vec![],
+            scenes: scenes.to_vec(),
+            summary: vec![],
+            earlyoom_args: vec![],
+            max_steal: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_tail_is_told_apart_by_phase_only_where_every_scene_has_phases() {
+        let policies: Vec<String> = ["isolated", "kernel"].iter().map(|s| s.to_string()).collect();
+        let phased = |policy, repeat, pg: [f64; 3]| {
+            let mut s = scene(policy, repeat, 1.0, 0);
+            s.redis.p99_ms_by_phase = vec![1.0; 3];
+            s.postgres.p99_ms_by_phase = pg.to_vec();
+            s
+        };
+        let mut scenes = vec![
+            phased("isolated", 0, [1.0, 1.0, 2.0]),
+            phased("kernel", 0, [1.0, 4.0, 2.0]),
+            phased("isolated", 1, [2.0, 2.0, 2.0]),
+            phased("kernel", 1, [2.0, 4.0, 3.0]),
+        ];
+        let s = summarize(&policies, &scenes);
+        assert_eq!(s[1].pg_p99_by_phase, vec![1.0, 3.0, 1.25]);
+        assert_eq!(s[1].redis_p99_by_phase, vec![1.0; 3]);
+        let r = ColocationReport { summary: s, ..report(&scenes) };
+        assert!(table(&r).contains("1.00 / 3.00 / 1.25"), "{}", table(&r));
+        // A report from before phases: no figures, no section.
+        scenes[0].postgres.p99_ms_by_phase.clear();
+        let s = summarize(&policies, &scenes);
+        assert!(s[1].pg_p99_by_phase.is_empty());
+        assert!(!table(&ColocationReport { summary: s, ..report(&scenes) }).contains("by phase"));
     }
 
     #[test]
