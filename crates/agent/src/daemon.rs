@@ -104,13 +104,12 @@ pub fn run(
         "psi": psi,
         "socket": socket.display().to_string(),
     });
-    say(&format!(
+    // Said once the first sample is published: a status asked the moment
+    // the agent says it is watching shows the node, not an empty one.
+    let mut watching = Some(format!(
         "overbook agent: watching {root} ({version:?}); {psi}; API on {}",
         socket.display()
     ));
-    for p in &protection.problems {
-        say(&format!("overbook agent: warning: self-protection: {p}"));
-    }
 
     let start = Instant::now();
     let now = || Time::from_duration(start.elapsed());
@@ -169,6 +168,12 @@ pub fn run(
         let new: Vec<Event> = agent.events().after(published).cloned().collect();
         published = agent.events().recent().last().map_or(published, |e| e.seq);
         shared.publish(agent.status(), new.into_iter());
+        if let Some(line) = watching.take() {
+            say(&line);
+            for p in &protection.problems {
+                say(&format!("overbook agent: warning: self-protection: {p}"));
+            }
+        }
 
         triggers.follow(&agent, &mut say);
         let until_wake = wake_at.map_or(config.sample_period, |w| w.since(now()));

@@ -114,18 +114,11 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64, f64), Str
 }
 
 /// A `pgbench -l` per-transaction log (`client tx latency_us script epoch
-/// epoch_us [lag_us]`) as a histogram of latencies, and its count. Skipped
-/// transactions (`skipped` in the latency field, with `--latency-limit`)
-/// are refused: the benchmark does not use that option.
-pub fn pgbench_log_histogram(text: &str) -> Result<(Histogram, u64), String> {
-    let (phases, n) = pgbench_log_phases(text, &|_| 0)?;
-    let [whole, ..] = phases;
-    Ok((whole, n))
-}
-
-/// [`pgbench_log_histogram`] split by the phase of the scene each
-/// transaction ended in: `phase_of` maps its end (microseconds since the
-/// epoch) to 0, 1 or 2 (larger is taken as 2).
+/// epoch_us [lag_us]`) as histograms of latencies by the phase of the
+/// scene each transaction ended in, and its count: `phase_of` maps its end
+/// (microseconds since the epoch) to 0, 1 or 2 (larger is taken as 2).
+/// Skipped transactions (`skipped` in the latency field, with
+/// `--latency-limit`) are refused: the benchmark does not use that option.
 pub fn pgbench_log_phases(
     text: &str,
     phase_of: &dyn Fn(u64) -> usize,
@@ -186,14 +179,15 @@ Cumulative distribution of latencies:
                     1% <= 1 milliseconds (cumulative count 5)\n\
                     2% <= 2 milliseconds (cumulative count 3)\n";
         assert!(redis_benchmark_histogram(down).expect_err("down").contains("goes down"));
-        let e = pgbench_log_histogram("0 1 250 0 1700000000 1\n0 2 x 0 1 1\n").expect_err("x");
+        let e = pgbench_log_phases("0 1 250 0 1700000000 1\n0 2 x 0 1 1\n", &|_| 0).expect_err("x");
         assert!(e.starts_with("line 2:"), "{e}");
     }
 
     #[test]
     fn pgbench_logs_and_merging() {
-        let (a, n) = pgbench_log_histogram("0 1 100 0 1 1\n1 1 300 0 1 2\n").expect("parses");
-        let (b, _) = pgbench_log_histogram("0 2 200 0 1 3 0\n").expect("with lag");
+        let whole = |log| pgbench_log_phases(log, &|_| 0).map(|([h, ..], n)| (h, n));
+        let (a, n) = whole("0 1 100 0 1 1\n1 1 300 0 1 2\n").expect("parses");
+        let (b, _) = whole("0 2 200 0 1 3 0\n").expect("with lag");
         assert_eq!(n, 2);
         let mut all = a.clone();
         all.merge(&b);
