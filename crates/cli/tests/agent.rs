@@ -20,6 +20,20 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
 }
 
+/// The node cgroup an agent of a test makes, removed when the test ends,
+/// a failed one included (the agent mirrors its node in every v1
+/// hierarchy it uses).
+struct NodeRoot(String);
+
+impl Drop for NodeRoot {
+    fn drop(&mut self) {
+        for hierarchy in ["memory", "freezer", "cpu"] {
+            let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{}", self.0));
+        }
+        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{}", self.0));
+    }
+}
+
 fn may_run_agent() -> bool {
     common::may_run_on_a_real_node("cli agent")
 }
@@ -91,6 +105,7 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
     let socket = dir.path().join("agent.sock");
     let socket = socket.to_str().expect("utf-8");
     let root = format!("overbook-clitest-db-{}", std::process::id());
+    let node = NodeRoot(root.clone());
     let db = dir.path().join("state.db");
     std::fs::write(&db, vec![7u8; 4096]).expect("garbage");
     let config = dir.path().join("agent.toml");
@@ -118,11 +133,7 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let code = agent.wait().expect("wait");
-    // The agent mirrors its node in every v1 hierarchy it uses.
-    for hierarchy in ["memory", "freezer", "cpu"] {
-        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{root}"));
-    }
-    let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));
+    drop(node);
     assert!(code.success(), "{code:?}: {said:?} {rest:?}");
     let warning = said.iter().find(|l| l.contains("warning: state database")).expect("a warning");
     assert!(
@@ -156,6 +167,7 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     let socket = dir.path().join("agent.sock");
     let socket = socket.to_str().expect("utf-8");
     let root = format!("overbook-clitest-{}", std::process::id());
+    let _node = NodeRoot(root.clone());
     let config = dir.path().join("agent.toml");
     std::fs::write(
         &config,
@@ -206,11 +218,6 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     assert!(!std::path::Path::new(socket).exists(), "socket removed");
     let log = std::fs::read_to_string(dir.path().join("events.jsonl")).expect("event log");
     assert!(log.lines().any(|l| l.contains("\"started\"")), "{log}");
-    // The agent mirrors its node in every v1 hierarchy it uses.
-    for hierarchy in ["memory", "freezer", "cpu"] {
-        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{root}"));
-    }
-    let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{root}"));
 }
 
 #[test]
