@@ -11,6 +11,10 @@
 #   tools/neighbour/run.sh target/release/overbook OUTDIR [PAIRS]
 #   NBSIZE (256M) and NBPACE (1 s) set the neighbour's memory and pause:
 #   it rewrites a quarter of its memory every NBPACE seconds.
+#   NBKIND=spin makes the neighbour a loop that only spins on its CPU (no
+#   memory traffic at all), to tell CPU sharing from memory traffic.
+#   NBSHARES (v1 only) sets the neighbour cgroup's cpu.shares (the agent
+#   gives best-effort containers 2 on v1; v2 gets cpu.idle = 1).
 set -euo pipefail
 bin=$(realpath "${1:?the overbook binary}")
 out=${2:?an output directory}
@@ -35,9 +39,14 @@ for i in $(seq 1 "$pairs"); do
     if [ "$mode" = neighbour ]; then
       mkdir -p "$cg"
       [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
+      [ -n "${NBSHARES:-}" ] && [ -e "$cg/cpu.shares" ] && echo "$NBSHARES" >"$cg/cpu.shares"
       (
         echo "$BASHPID" >"$cg/cgroup.procs"
-        exec chrt --idle 0 taskset -c "$(($(nproc) - 1))" "$bin" workload chain \
+        last=$(($(nproc) - 1))
+        if [ "${NBKIND:-chain}" = spin ]; then
+          exec chrt --idle 0 taskset -c "$last" sh -c 'while :; do :; done'
+        fi
+        exec chrt --idle 0 taskset -c "$last" "$bin" workload chain \
           "${NBSIZE:-256M}" 1000000 --pace "${NBPACE:-1}" --dirty 0.25 >/dev/null
       ) &
       pid=$!

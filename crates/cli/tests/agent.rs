@@ -34,6 +34,20 @@ impl Drop for NodeRoot {
     }
 }
 
+/// An agent a test started, stopped when the test ends if the test did
+/// not stop it (a failed assertion would otherwise leave it running until
+/// the test binary exits, and its node cgroup behind it). Declared after
+/// its [`NodeRoot`], so it is dropped first.
+struct AgentProcess(std::process::Child);
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        // A child already waited for is not signalled again.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn may_run_agent() -> bool {
     common::may_run_on_a_real_node("cli agent")
 }
@@ -118,21 +132,24 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
         ),
     )
     .expect("write config");
-    let mut agent = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start agent");
+    let mut agent = AgentProcess(
+        Command::new(env!("CARGO_BIN_EXE_overbook"))
+            .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start agent"),
+    );
     // Read until it watches; the pipe stays open until it has stopped (a
     // closed stderr would fail its next line).
-    let mut lines = BufReader::new(agent.stderr.take().expect("piped")).lines();
+    let mut lines = BufReader::new(agent.0.stderr.take().expect("piped")).lines();
     let said: Vec<String> =
         lines.by_ref().map_while(Result::ok).take_while(|l| !l.contains("watching")).collect();
-    let pid = rustix::process::Pid::from_raw(i32::try_from(agent.id()).expect("a pid fits an i32"))
-        .expect("pid");
+    let pid =
+        rustix::process::Pid::from_raw(i32::try_from(agent.0.id()).expect("a pid fits an i32"))
+            .expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let code = agent.wait().expect("wait");
+    let code = agent.0.wait().expect("wait");
     drop(node);
     assert!(code.success(), "{code:?}: {said:?} {rest:?}");
     let warning = said.iter().find(|l| l.contains("warning: state database")).expect("a warning");
@@ -178,12 +195,14 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
         ),
     )
     .expect("write config");
-    let mut agent = Command::new(env!("CARGO_BIN_EXE_overbook"))
-        .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start agent");
-    let mut lines = BufReader::new(agent.stderr.take().expect("piped")).lines();
+    let mut agent = AgentProcess(
+        Command::new(env!("CARGO_BIN_EXE_overbook"))
+            .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start agent"),
+    );
+    let mut lines = BufReader::new(agent.0.stderr.take().expect("piped")).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
     assert!(first.contains("watching"), "agent said {first:?}");
 
@@ -203,12 +222,13 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
     let missing = overbook_agent::api::get(std::path::Path::new(socket), "/nope").unwrap_err();
     assert!(missing.to_string().contains("no such endpoint: /nope"), "{missing}");
 
-    let pid = rustix::process::Pid::from_raw(i32::try_from(agent.id()).expect("a pid fits an i32"))
-        .expect("pid");
+    let pid =
+        rustix::process::Pid::from_raw(i32::try_from(agent.0.id()).expect("a pid fits an i32"))
+            .expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {
-        if let Some(code) = agent.try_wait().expect("wait") {
+        if let Some(code) = agent.0.try_wait().expect("wait") {
             break code;
         }
         assert!(Instant::now() < deadline, "agent did not stop on SIGTERM");

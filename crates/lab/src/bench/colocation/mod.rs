@@ -137,11 +137,15 @@ pub struct ServiceResult {
 
 impl ServiceResult {
     fn of(m: &Measured) -> ServiceResult {
+        let mut whole = latency::Histogram::default();
+        for h in &m.phases {
+            whole.merge(h);
+        }
         ServiceResult {
             requests: m.requests,
             throughput: if m.busy_s > 0.0 { m.requests as f64 / m.busy_s } else { 0.0 },
-            p50_ms: m.latency.percentile_ms(0.50).unwrap_or(f64::NAN),
-            p99_ms: m.latency.percentile_ms(0.99).unwrap_or(f64::NAN),
+            p50_ms: whole.percentile_ms(0.50).unwrap_or(f64::NAN),
+            p99_ms: whole.percentile_ms(0.99).unwrap_or(f64::NAN),
             p99_ms_by_phase: m
                 .phases
                 .iter()
@@ -513,7 +517,7 @@ fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
     say(&format!(
         "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms \
          (before, during, after the fill: {:.2?}), \
-         {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait {:.1}% stolen, production waited {:.1} s for a CPU{}",
+         {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait {:.1}% stolen, production waited {:.1} s for a CPU, best-effort used {:.1} CPU-s{}",
         r.redis.throughput,
         r.redis.p99_ms,
         r.postgres.throughput,
@@ -531,6 +535,7 @@ fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
         r.cpu_iowait * 100.0,
         r.cpu_steal * 100.0,
         r.prod_runq_wait_s,
+        r.batch.cpu_s,
         if r.notes.is_empty() {
             String::new()
         } else {

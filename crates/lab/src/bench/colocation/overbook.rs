@@ -218,9 +218,19 @@ fn config_text(
     capacity: u64,
     headroom: u64,
 ) -> Result<String, String> {
-    let (base, settings) = policy.split_once('@').unwrap_or((policy, ""));
+    let (base, settings) = match policy.split_once('@') {
+        Some((base, settings)) => (base, settings.split('+').collect()),
+        None => (policy, Vec::new()),
+    };
     let mut detector_keys = String::new();
-    for setting in settings.split('+').filter(|s| !s.is_empty()) {
+    for setting in settings {
+        // `overbook@` or `a=1++b=2` would name a scene apart from the one
+        // its settings make, and two names for one scene compare nothing.
+        if setting.is_empty() {
+            return Err(format!(
+                "policy {policy:?}: an empty setting (after `@`, each is KEY=NUMBER, joined by `+`)"
+            ));
+        }
         let (key, value) = setting.split_once('=').ok_or_else(|| {
             format!("policy {policy:?}: {setting:?}: a detector setting is KEY=NUMBER")
         })?;
@@ -293,6 +303,9 @@ mod tests {
         assert!(check_policy("overbook-kill@tolerance=5").is_ok());
         for (bad, says) in [
             ("overbook@floor", "KEY=NUMBER"),
+            ("overbook@", "an empty setting"),
+            ("overbook@floor=0.1+", "an empty setting"),
+            ("overbook@floor=0.1++tolerance=1", "an empty setting"),
             ("overbook@floor=ten", "must be a number"),
             ("overbook@floor=NaN", "must be a number"),
             ("overbook@Floor=0.1", "not a detector key"),

@@ -476,9 +476,8 @@ pub struct Measured {
     /// Seconds the driver was sending requests (Redis: the rounds' own
     /// times, as redis-benchmark reports them; PostgreSQL: pgbench's run).
     pub busy_s: f64,
-    pub latency: Histogram,
-    /// `latency` split by the scene's phases ([`super::Phase`]): before the
-    /// cache fill, during it, after it.
+    /// Latencies by the scene's phases ([`super::Phase`]): before the cache
+    /// fill, during it, after it. The whole scene's is their merge.
     pub phases: [Histogram; 3],
     /// Rounds (or runs) the driver could not complete: the service died or
     /// stopped answering. The scene goes on; the report shows them.
@@ -523,7 +522,6 @@ pub fn redis_load(
                 Ok((h, n, seconds)) => {
                     m.busy_s += seconds;
                     m.requests += n;
-                    m.latency.merge(&h);
                     m.phases[phase as usize].merge(&h);
                 }
                 Err(e) => m.failures.push(e),
@@ -578,7 +576,6 @@ pub fn pg_load(
                 m.requests += n;
                 for (all, h) in m.phases.iter_mut().zip(&phases) {
                     all.merge(h);
-                    m.latency.merge(h);
                 }
             }
         }

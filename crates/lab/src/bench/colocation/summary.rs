@@ -50,6 +50,9 @@ pub struct PolicySummary {
     /// Production's time waiting for a CPU, and on one (means, seconds).
     pub prod_runq_wait_s: f64,
     pub prod_cpu_s: f64,
+    /// Best-effort jobs' CPU seconds (mean): production's tail beside them
+    /// follows it, whatever their memory.
+    pub be_cpu_s: f64,
     /// Share of the CPU time the hypervisor took (mean over the scenes).
     pub cpu_steal: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
@@ -220,6 +223,7 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 prod_stall_s: m(|s| s.prod_stall_s),
                 prod_runq_wait_s: m(|s| s.prod_runq_wait_s),
                 prod_cpu_s: m(|s| s.prod_cpu_s),
+                be_cpu_s: m(|s| s.batch.cpu_s),
                 cpu_steal: m(|s| s.cpu_steal),
                 failures: scenes
                     .iter()
@@ -250,8 +254,8 @@ pub fn table(r: &ColocationReport) -> String {
          production reserved {} MiB, static best-effort {} MiB\n\
          production relative to isolated, best-effort work relative to static, each within \
          its repeat: the mean ratio [its 95% bootstrap interval over the repeats]; production's \
-         slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU); \
-         steal: the CPU time the hypervisor took from the machine\n",
+         slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU; \
+         BE cpu s: the best-effort jobs' CPU time); steal: the CPU time the hypervisor took from the machine\n",
         r.seed,
         r.seconds,
         r.capacity / MIB,
@@ -280,7 +284,7 @@ pub fn table(r: &ColocationReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>6} {:>5}\n",
+        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>6} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -297,6 +301,7 @@ pub fn table(r: &ColocationReport) -> String {
         "oom",
         "stall s",
         "runq s",
+        "BE cpu s",
         "steal",
         "fail"
     ));
@@ -310,7 +315,7 @@ pub fn table(r: &ColocationReport) -> String {
     };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>6} {:>5}\n",
+            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>6} {:>5}\n",
             s.policy,
             with(s.redis_throughput, s.redis_throughput_ci),
             f(s.redis_p50, 2),
@@ -327,6 +332,7 @@ pub fn table(r: &ColocationReport) -> String {
             f(s.oom_kills, 1),
             f(s.prod_stall_s, 1),
             f(s.prod_runq_wait_s, 1),
+            f(s.be_cpu_s, 1),
             format!("{}%", f(s.cpu_steal * 100.0, 1)),
             s.failures,
         ));
@@ -370,7 +376,11 @@ mod tests {
             repeat,
             redis: service(100.0, p99),
             postgres: service(50.0, 4.0),
-            batch: BatchCounts { work_mib_steps: work, ..BatchCounts::default() },
+            batch: BatchCounts {
+                work_mib_steps: work,
+                cpu_s: work as f64 / 100.0,
+                ..BatchCounts::default()
+            },
             ..SceneResult::default()
         }
     }
@@ -394,6 +404,9 @@ mod tests {
         assert_eq!(s[2].be_work_spread, 2.0);
         assert_eq!(s[2].redis_throughput, 1.0);
         assert_eq!(s[0].be_work, 0.0);
+        // The jobs' CPU time is a mean of seconds, not a ratio.
+        assert_eq!(s[2].be_cpu_s, 2.0);
+        assert_eq!(s[1].be_cpu_s, 1.0);
     }
 
     fn report(scenes: &[SceneResult]) -> ColocationReport {
