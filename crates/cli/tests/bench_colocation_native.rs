@@ -83,6 +83,11 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
         assert!(reruns <= 2 && (steal <= 0.05 || reruns == 2), "{s}");
         if s["policy"] != "isolated" {
             assert!(s["batch"]["started"].as_u64().is_some_and(|n| n > 0), "{s}");
+            // The jobs' CPU time, whoever started them (the bench's runner
+            // or the agent): a job fills its memory from a hash first.
+            assert!(s["be_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
+        } else {
+            assert_eq!(s["be_cpu_s"], 0.0, "nothing but production runs: {s}");
         }
         if s["policy"] == "static" {
             assert_eq!(s["batch"]["kills"], 0, "static admits only what fits: {s}");

@@ -14,12 +14,12 @@
 use super::super::{BenchNode, MIB};
 use super::services::Programs;
 use overbook_linux::parse::MemInfo;
-use overbook_linux::{process, ContainerPath, CpuShare, Pid};
+use overbook_linux::{ContainerPath, CpuShare};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One best-effort job.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -107,13 +107,6 @@ pub struct BatchCounts {
     /// Run time of the incarnations a kill discarded, seconds.
     pub lost_s: f64,
     pub started: usize,
-    /// CPU seconds the jobs' processes ran (their threads' `schedstat`,
-    /// read at every look: a process's last look's worth is not counted).
-    /// Production's tail beside best-effort work follows it: a job that
-    /// only spins on the batch CPU, at idle priority and with no memory
-    /// traffic, costs PostgreSQL's p99 as much as a job stream does.
-    #[serde(default)]
-    pub cpu_s: f64,
 }
 
 #[derive(Debug)]
@@ -122,24 +115,6 @@ struct Running {
     container: ContainerPath,
     child: Child,
     started: Instant,
-    /// CPU time of each process seen in its container so far (a restored
-    /// incarnation's too).
-    cpu: BTreeMap<Pid, Duration>,
-}
-
-impl Running {
-    fn look_at_cpu(&mut self, node: &BenchNode) {
-        let Ok(members) = node.cg.members(&self.container) else { return };
-        for pid in members.done().map(|m| m.pids).unwrap_or_default() {
-            if let Ok(times) = process::schedstat(pid) {
-                self.cpu.insert(pid, times.on_cpu);
-            }
-        }
-    }
-
-    fn cpu_s(&self) -> f64 {
-        self.cpu.values().map(Duration::as_secs_f64).sum()
-    }
 }
 
 /// Runs the job stream for a peer.
@@ -180,9 +155,6 @@ impl Runner {
 
     /// One look: reaps what ended, kills (threshold peer), admits.
     pub fn tick(&mut self, node: &mut BenchNode, mem: &MemInfo) -> Result<(), String> {
-        for r in &mut self.running {
-            r.look_at_cpu(node);
-        }
         self.reap(node);
         if self.threshold_killer && mem.available_or_free() * 10 < mem.total {
             if let Some(newest) = self.running.iter().max_by_key(|r| r.started) {
@@ -205,7 +177,6 @@ impl Runner {
                 Err(_) => std::os::unix::process::ExitStatusExt::from_raw(9),
             };
             let r = self.running.swap_remove(i);
-            self.counts.cpu_s += r.cpu_s();
             node.drop_container(&r.container);
             if status.success() {
                 let j = &self.jobs[r.job];
@@ -273,21 +244,13 @@ impl Runner {
             .spawn()
             .map_err(|e| format!("cannot start {name}: {e}"))?;
         self.counts.started += 1;
-        self.running.push(Running {
-            job,
-            container,
-            child,
-            started: Instant::now(),
-            cpu: BTreeMap::new(),
-        });
+        self.running.push(Running { job, container, child, started: Instant::now() });
         Ok(())
     }
 
     /// Kills every running job (the scene is over).
     pub fn stop(&mut self, node: &mut BenchNode) {
         for mut r in self.running.drain(..) {
-            r.look_at_cpu(node);
-            self.counts.cpu_s += r.cpu_s();
             let _ = node.cg.kill(&r.container);
             let _ = r.child.kill();
             let _ = r.child.wait();

@@ -178,6 +178,13 @@ pub struct SceneResult {
     /// apart from `prod_stall_s`, its slowdown from memory.
     pub prod_cpu_s: f64,
     pub prod_runq_wait_s: f64,
+    /// Best-effort processes' time on a CPU (every process in a container
+    /// of the node that is not production's, whoever started it: the
+    /// bench's runner or the agent). Production's tail beside best-effort
+    /// work follows it: a neighbour that only spins on the batch CPU, at
+    /// idle priority and with no memory traffic, costs PostgreSQL's p99
+    /// more than any policy's job stream.
+    pub be_cpu_s: f64,
     /// Seconds in which every task of the machine stalled on memory (PSI
     /// `full`).
     pub machine_full_stall_s: f64,
@@ -535,7 +542,7 @@ fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
         r.cpu_iowait * 100.0,
         r.cpu_steal * 100.0,
         r.prod_runq_wait_s,
-        r.batch.cpu_s,
+        r.be_cpu_s,
         if r.notes.is_empty() {
             String::new()
         } else {

@@ -223,7 +223,7 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 prod_stall_s: m(|s| s.prod_stall_s),
                 prod_runq_wait_s: m(|s| s.prod_runq_wait_s),
                 prod_cpu_s: m(|s| s.prod_cpu_s),
-                be_cpu_s: m(|s| s.batch.cpu_s),
+                be_cpu_s: m(|s| s.be_cpu_s),
                 cpu_steal: m(|s| s.cpu_steal),
                 failures: scenes
                     .iter()
@@ -376,11 +376,8 @@ mod tests {
             repeat,
             redis: service(100.0, p99),
             postgres: service(50.0, 4.0),
-            batch: BatchCounts {
-                work_mib_steps: work,
-                cpu_s: work as f64 / 100.0,
-                ..BatchCounts::default()
-            },
+            batch: BatchCounts { work_mib_steps: work, ..BatchCounts::default() },
+            be_cpu_s: work as f64 / 100.0,
             ..SceneResult::default()
         }
     }

@@ -67,6 +67,10 @@ pub(super) struct SceneWatch {
     /// zero, for one born during it) and at the last read; one that exits
     /// keeps its last read (at most `SCHED_EVERY` of its time is lost).
     sched: BTreeMap<Pid, (SchedStat, SchedStat)>,
+    /// The same of every other process in the node's containers: the
+    /// best-effort jobs, whoever started them (a job's last second of CPU
+    /// before it exits is not counted).
+    be_sched: BTreeMap<Pid, (SchedStat, SchedStat)>,
     sched_read: Option<Instant>,
     machine0: Machine,
     production0: Production,
@@ -85,6 +89,7 @@ impl SceneWatch {
             production0: Production::read(node, &production)?,
             production,
             sched: BTreeMap::new(),
+            be_sched: BTreeMap::new(),
             sched_read: None,
             available_min: u64::MAX,
             swap_peak: 0,
@@ -102,13 +107,20 @@ impl SceneWatch {
 
     fn read_sched(&mut self, node: &BenchNode, at_start: bool) {
         self.sched_read = Some(Instant::now());
-        for c in &self.production {
-            let Ok(members) = node.cg.members(c) else { continue };
+        let record = |times: &mut BTreeMap<Pid, (SchedStat, SchedStat)>, c: &ContainerPath| {
+            let Ok(members) = node.cg.members(c) else { return };
             for pid in members.done().map(|m| m.pids).unwrap_or_default() {
                 let Ok(now) = process::schedstat(pid) else { continue };
                 let first = if at_start { now } else { SchedStat::default() };
-                self.sched.entry(pid).or_insert((first, now)).1 = now;
+                times.entry(pid).or_insert((first, now)).1 = now;
             }
+        };
+        for c in &self.production {
+            record(&mut self.sched, c);
+        }
+        let others = node.cg.discover(&node.root).ok().and_then(|d| d.done()).unwrap_or_default();
+        for c in others.iter().filter(|c| !self.production.contains(c)) {
+            record(&mut self.be_sched, c);
         }
     }
 
@@ -121,11 +133,17 @@ impl SceneWatch {
     /// The scene's figures into `r`; what cannot be read is noted there.
     pub(super) fn finish(mut self, node: &BenchNode, r: &mut SceneResult) {
         self.read_sched(node, false);
-        let since = |f: fn(&SchedStat) -> Duration| {
-            self.sched.values().map(|(a, b)| f(b).saturating_sub(f(a)).as_secs_f64()).sum::<f64>()
+        let since = |times: &BTreeMap<Pid, (SchedStat, SchedStat)>,
+                     f: fn(&SchedStat) -> Duration| {
+            // From +0.0: a sum of nothing is -0.0, shown as "-0.0".
+            times
+                .values()
+                .map(|(a, b)| f(b).saturating_sub(f(a)).as_secs_f64())
+                .fold(0.0, |t, x| t + x)
         };
-        r.prod_cpu_s = since(|s| s.on_cpu);
-        r.prod_runq_wait_s = since(|s| s.run_delay);
+        r.prod_cpu_s = since(&self.sched, |s| s.on_cpu);
+        r.prod_runq_wait_s = since(&self.sched, |s| s.run_delay);
+        r.be_cpu_s = since(&self.be_sched, |s| s.on_cpu);
         r.available_min = self.available_min;
         r.swap_peak = self.swap_peak;
         match Machine::read() {
