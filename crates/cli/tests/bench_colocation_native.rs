@@ -76,6 +76,8 @@ fn every_native_policy_runs_and_leaves_nothing_behind() {
             assert!(s[service]["failures"].as_array().is_some_and(Vec::is_empty), "{s}");
         }
         assert!(s["prod_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
+        // Its own loop looks at the node ten times a second.
+        assert!(s["bench_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{s}");
         // The default --max-steal: a scene the host took more of the CPU
         // from runs again, up to twice, and only the last try counts.
         let steal = s["cpu_steal"].as_f64().expect("cpu_steal");

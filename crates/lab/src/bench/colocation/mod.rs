@@ -185,6 +185,11 @@ pub struct SceneResult {
     /// idle priority and with no memory traffic, costs PostgreSQL's p99
     /// more than any policy's job stream.
     pub be_cpu_s: f64,
+    /// The benchmark's own CPU time over the scene (its threads: the
+    /// scene's loop, and in overbook's scenes the agent it runs in
+    /// process, at normal priority beside production). Against isolated's
+    /// and static's, what the agent itself costs in CPU.
+    pub bench_cpu_s: f64,
     /// Seconds in which every task of the machine stalled on memory (PSI
     /// `full`).
     pub machine_full_stall_s: f64,
@@ -524,7 +529,7 @@ fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
     say(&format!(
         "{policy}: Redis {:.0} req/s p99 {:.2} ms, PostgreSQL {:.0} tx/s p99 {:.2} ms \
          (before, during, after the fill: {:.2?}), \
-         {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait {:.1}% stolen, production waited {:.1} s for a CPU, best-effort used {:.1} CPU-s{}",
+         {} jobs done of {} started, {} kills ({} OOM), {} frozen, swap peak {} MiB, available min {} MiB, production refaults {}, CPU {:.0}% busy {:.0}% iowait {:.1}% stolen, production waited {:.1} s for a CPU, best-effort used {:.1} CPU-s, the bench (and its agent) {:.1}{}",
         r.redis.throughput,
         r.redis.p99_ms,
         r.postgres.throughput,
@@ -543,6 +548,7 @@ fn say_scene(policy: &str, r: &SceneResult, say: &mut dyn FnMut(&str)) {
         r.cpu_steal * 100.0,
         r.prod_runq_wait_s,
         r.be_cpu_s,
+        r.bench_cpu_s,
         if r.notes.is_empty() {
             String::new()
         } else {

@@ -53,6 +53,9 @@ pub struct PolicySummary {
     /// Best-effort jobs' CPU seconds (mean): production's tail beside them
     /// follows it, whatever their memory.
     pub be_cpu_s: f64,
+    /// The benchmark's own CPU seconds (mean): its loop, and overbook's
+    /// agent in overbook's scenes.
+    pub bench_cpu_s: f64,
     /// Share of the CPU time the hypervisor took (mean over the scenes).
     pub cpu_steal: f64,
     /// Driver rounds that failed (a dead or silent service), all repeats.
@@ -224,6 +227,7 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 prod_runq_wait_s: m(|s| s.prod_runq_wait_s),
                 prod_cpu_s: m(|s| s.prod_cpu_s),
                 be_cpu_s: m(|s| s.be_cpu_s),
+                bench_cpu_s: m(|s| s.bench_cpu_s),
                 cpu_steal: m(|s| s.cpu_steal),
                 failures: scenes
                     .iter()
@@ -255,7 +259,8 @@ pub fn table(r: &ColocationReport) -> String {
          production relative to isolated, best-effort work relative to static, each within \
          its repeat: the mean ratio [its 95% bootstrap interval over the repeats]; production's \
          slowdown from memory (stall s: PSI) apart from CPU (runq s: waiting for a CPU; \
-         BE cpu s: the best-effort jobs' CPU time); steal: the CPU time the hypervisor took from the machine\n",
+         BE cpu s: the best-effort jobs' CPU time; own cpu s: the benchmark's, with overbook's \
+         agent in its scenes); steal: the CPU time the hypervisor took from the machine\n",
         r.seed,
         r.seconds,
         r.capacity / MIB,
@@ -284,7 +289,7 @@ pub fn table(r: &ColocationReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>6} {:>5}\n",
+        "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>9} {:>6} {:>5}\n",
         "policy",
         "redis t",
         "r p50",
@@ -302,6 +307,7 @@ pub fn table(r: &ColocationReport) -> String {
         "stall s",
         "runq s",
         "BE cpu s",
+        "own cpu s",
         "steal",
         "fail"
     ));
@@ -315,7 +321,7 @@ pub fn table(r: &ColocationReport) -> String {
     };
     for s in &r.summary {
         out.push_str(&format!(
-            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>6} {:>5}\n",
+            "{:<18} {:>17} {:>6} {:>17} {:>17} {:>6} {:>17} {:>6} {:>17} {:>7} {:>6} {:>5} {:>5} {:>4} {:>8} {:>7} {:>8} {:>9} {:>6} {:>5}\n",
             s.policy,
             with(s.redis_throughput, s.redis_throughput_ci),
             f(s.redis_p50, 2),
@@ -333,6 +339,7 @@ pub fn table(r: &ColocationReport) -> String {
             f(s.prod_stall_s, 1),
             f(s.prod_runq_wait_s, 1),
             f(s.be_cpu_s, 1),
+            f(s.bench_cpu_s, 1),
             format!("{}%", f(s.cpu_steal * 100.0, 1)),
             s.failures,
         ));

@@ -60,6 +60,10 @@ impl Machine {
     }
 }
 
+fn own_schedstat() -> Option<SchedStat> {
+    Pid::new(std::process::id()).and_then(|pid| process::schedstat(pid).ok())
+}
+
 /// One scene's watch.
 pub(super) struct SceneWatch {
     production: Vec<ContainerPath>,
@@ -72,6 +76,10 @@ pub(super) struct SceneWatch {
     /// before it exits is not counted).
     be_sched: BTreeMap<Pid, (SchedStat, SchedStat)>,
     sched_read: Option<Instant>,
+    /// This process's own scheduler times at the start: the scene's loop,
+    /// and in overbook's scenes the agent it runs (at normal priority,
+    /// beside production, as a real agent runs).
+    own0: Option<SchedStat>,
     machine0: Machine,
     production0: Production,
     available_min: u64,
@@ -91,6 +99,7 @@ impl SceneWatch {
             sched: BTreeMap::new(),
             be_sched: BTreeMap::new(),
             sched_read: None,
+            own0: own_schedstat(),
             available_min: u64::MAX,
             swap_peak: 0,
         };
@@ -144,6 +153,10 @@ impl SceneWatch {
         r.prod_cpu_s = since(&self.sched, |s| s.on_cpu);
         r.prod_runq_wait_s = since(&self.sched, |s| s.run_delay);
         r.be_cpu_s = since(&self.be_sched, |s| s.on_cpu);
+        match (self.own0, own_schedstat()) {
+            (Some(a), Some(b)) => r.bench_cpu_s = b.on_cpu.saturating_sub(a.on_cpu).as_secs_f64(),
+            _ => r.notes.push("the benchmark's own CPU time could not be read".into()),
+        }
         r.available_min = self.available_min;
         r.swap_peak = self.swap_peak;
         match Machine::read() {
