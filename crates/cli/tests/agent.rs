@@ -40,6 +40,19 @@ impl Drop for NodeRoot {
 /// its [`NodeRoot`], so it is dropped first.
 struct AgentProcess(std::process::Child);
 
+impl AgentProcess {
+    /// `overbook agent` on `config` and `socket`, its stderr piped.
+    fn start(config: &std::path::Path, socket: &str) -> AgentProcess {
+        AgentProcess(
+            Command::new(env!("CARGO_BIN_EXE_overbook"))
+                .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start agent"),
+        )
+    }
+}
+
 impl Drop for AgentProcess {
     fn drop(&mut self) {
         // A child already waited for is not signalled again.
@@ -132,13 +145,7 @@ fn the_agent_starts_on_a_state_database_that_is_not_one() {
         ),
     )
     .expect("write config");
-    let mut agent = AgentProcess(
-        Command::new(env!("CARGO_BIN_EXE_overbook"))
-            .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agent"),
-    );
+    let mut agent = AgentProcess::start(&config, socket);
     // Read until it watches; the pipe stays open until it has stopped (a
     // closed stderr would fail its next line).
     let mut lines = BufReader::new(agent.0.stderr.take().expect("piped")).lines();
@@ -195,13 +202,7 @@ fn the_agent_serves_status_events_and_metrics_and_stops_cleanly() {
         ),
     )
     .expect("write config");
-    let mut agent = AgentProcess(
-        Command::new(env!("CARGO_BIN_EXE_overbook"))
-            .args(["agent", "--config", config.to_str().expect("utf-8"), "--socket", socket])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agent"),
-    );
+    let mut agent = AgentProcess::start(&config, socket);
     let mut lines = BufReader::new(agent.0.stderr.take().expect("piped")).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
     assert!(first.contains("watching"), "agent said {first:?}");

@@ -60,8 +60,12 @@ impl Machine {
     }
 }
 
-fn own_schedstat() -> Option<SchedStat> {
-    Pid::new(std::process::id()).and_then(|pid| process::schedstat(pid).ok())
+/// This process's CPU seconds (`utime + stime`, which keep the time of
+/// threads that have exited, as an agent's swap-out workers do; /proc
+/// counts them in USER_HZ ticks, 100 a second on every Linux ABI).
+fn own_cpu_s() -> Option<f64> {
+    let stat = Pid::new(std::process::id()).and_then(|pid| process::stat(pid).ok())?;
+    Some((stat.utime + stat.stime) as f64 / 100.0)
 }
 
 /// One scene's watch.
@@ -79,7 +83,7 @@ pub(super) struct SceneWatch {
     /// This process's own scheduler times at the start: the scene's loop,
     /// and in overbook's scenes the agent it runs (at normal priority,
     /// beside production, as a real agent runs).
-    own0: Option<SchedStat>,
+    own0: Option<f64>,
     machine0: Machine,
     production0: Production,
     available_min: u64,
@@ -99,7 +103,7 @@ impl SceneWatch {
             sched: BTreeMap::new(),
             be_sched: BTreeMap::new(),
             sched_read: None,
-            own0: own_schedstat(),
+            own0: own_cpu_s(),
             available_min: u64::MAX,
             swap_peak: 0,
         };
@@ -153,8 +157,8 @@ impl SceneWatch {
         r.prod_cpu_s = since(&self.sched, |s| s.on_cpu);
         r.prod_runq_wait_s = since(&self.sched, |s| s.run_delay);
         r.be_cpu_s = since(&self.be_sched, |s| s.on_cpu);
-        match (self.own0, own_schedstat()) {
-            (Some(a), Some(b)) => r.bench_cpu_s = b.on_cpu.saturating_sub(a.on_cpu).as_secs_f64(),
+        match (self.own0, own_cpu_s()) {
+            (Some(a), Some(b)) => r.bench_cpu_s = (b - a).max(0.0),
             _ => r.notes.push("the benchmark's own CPU time could not be read".into()),
         }
         r.available_min = self.available_min;
