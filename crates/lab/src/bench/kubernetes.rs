@@ -32,7 +32,7 @@
 //! Everything made is removed on every path: the agent process, the
 //! pods (grace period 0), the Node, the cgroups and their processes.
 
-use super::{BenchNode, Percentiles, WorkloadProgram, MIB};
+use super::{cpu_ticks, BenchNode, Percentiles, WorkloadProgram, MIB};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -399,12 +399,6 @@ impl Drop for AgentProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `(utime, stime)` of a process, clock ticks.
-fn cpu_ticks(pid: Pid) -> Result<(u64, u64), String> {
-    let stat = process::stat(pid).map_err(|e| format!("{e} (did the agent exit?)"))?;
-    Ok((stat.utime, stat.stime))
 }
 
 fn ms(d: Duration) -> f64 {

@@ -125,6 +125,13 @@ impl Worker {
     }
 }
 
+/// `(utime, stime)` of a process, in USER_HZ ticks (100 a second on every
+/// Linux ABI); they keep the time of threads that have exited.
+pub(crate) fn cpu_ticks(pid: Pid) -> Result<(u64, u64), String> {
+    let stat = process::stat(pid).map_err(|e| format!("{e} (did the process exit?)"))?;
+    Ok((stat.utime, stat.stime))
+}
+
 /// Sets a process's `oom_score_adj` (-1000 never chosen .. 1000 first).
 pub fn set_oom_score_adj(pid: u32, adj: i32) -> Result<(), String> {
     let pid = Pid::new(pid).ok_or_else(|| format!("{pid} is no pid"))?;

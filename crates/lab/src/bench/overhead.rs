@@ -10,7 +10,7 @@
 //! as a percentage of one core, with its peak (`VmHWM`) and current
 //! (`VmRSS`) resident memory from `/proc/<pid>/status`.
 
-use super::{BenchNode, Percentiles};
+use super::{cpu_ticks, BenchNode, Percentiles};
 use overbook_linux::{process, Pid};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -67,12 +67,6 @@ impl Drop for AgentProcess {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `(utime, stime)` of a process, clock ticks.
-fn cpu_ticks(pid: Pid) -> Result<(u64, u64), String> {
-    let stat = process::stat(pid).map_err(|e| format!("{e} (did the agent exit?)"))?;
-    Ok((stat.utime, stat.stime))
 }
 
 /// Runs the benchmark, telling `tick` each second of the window as it passes.

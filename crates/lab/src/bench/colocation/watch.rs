@@ -60,12 +60,11 @@ impl Machine {
     }
 }
 
-/// This process's CPU seconds (`utime + stime`, which keep the time of
-/// threads that have exited, as an agent's swap-out workers do; /proc
-/// counts them in USER_HZ ticks, 100 a second on every Linux ABI).
+/// This process's CPU seconds (`utime + stime`: an agent's swap-out
+/// workers that have exited count too).
 fn own_cpu_s() -> Option<f64> {
-    let stat = Pid::new(std::process::id()).and_then(|pid| process::stat(pid).ok())?;
-    Some((stat.utime + stat.stime) as f64 / 100.0)
+    let (user, system) = crate::bench::cpu_ticks(Pid::new(std::process::id())?).ok()?;
+    Some((user + system) as f64 / 100.0)
 }
 
 /// One scene's watch.
