@@ -13,8 +13,6 @@
 #   it rewrites a quarter of its memory every NBPACE seconds.
 #   NBKIND=spin makes the neighbour a loop that only spins on its CPU (no
 #   memory traffic at all), to tell CPU sharing from memory traffic.
-#   NBSHARES (v1 only) sets the neighbour cgroup's cpu.shares (the agent
-#   gives best-effort containers 2 on v1; v2 gets cpu.idle = 1).
 set -euo pipefail
 bin=$(realpath "${1:?the overbook binary}")
 out=${2:?an output directory}
@@ -39,7 +37,6 @@ for i in $(seq 1 "$pairs"); do
     if [ "$mode" = neighbour ]; then
       mkdir -p "$cg"
       [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
-      [ -n "${NBSHARES:-}" ] && [ -e "$cg/cpu.shares" ] && echo "$NBSHARES" >"$cg/cpu.shares"
       (
         echo "$BASHPID" >"$cg/cgroup.procs"
         last=$(($(nproc) - 1))

@@ -185,10 +185,11 @@ pub struct SceneResult {
     /// idle priority and with no memory traffic, costs PostgreSQL's p99
     /// more than any policy's job stream.
     pub be_cpu_s: f64,
-    /// The benchmark's own CPU time over the scene (its threads: the
-    /// scene's loop, and in overbook's scenes the agent it runs in
-    /// process, at normal priority beside production). Against isolated's
-    /// and static's, what the agent itself costs in CPU.
+    /// The benchmark process's own CPU time over the scene (`utime +
+    /// stime`: the scene's loop and its drivers' threads, alike in every
+    /// scene, and in overbook's scenes the agent it runs in process, at
+    /// normal priority beside production). Against isolated's and
+    /// static's, what the agent itself costs in CPU.
     pub bench_cpu_s: f64,
     /// Seconds in which every task of the machine stalled on memory (PSI
     /// `full`).

@@ -79,9 +79,9 @@ pub(super) struct SceneWatch {
     /// before it exits is not counted).
     be_sched: BTreeMap<Pid, (SchedStat, SchedStat)>,
     sched_read: Option<Instant>,
-    /// This process's own scheduler times at the start: the scene's loop,
-    /// and in overbook's scenes the agent it runs (at normal priority,
-    /// beside production, as a real agent runs).
+    /// This process's CPU seconds at the start: the scene's loop and
+    /// drivers' threads, and in overbook's scenes the agent it runs (at
+    /// normal priority, beside production, as a real agent runs).
     own0: Option<f64>,
     machine0: Machine,
     production0: Production,
