@@ -13,6 +13,10 @@
 #   it rewrites a quarter of its memory every NBPACE seconds.
 #   NBKIND=spin makes the neighbour a loop that only spins on its CPU (no
 #   memory traffic at all), to tell CPU sharing from memory traffic.
+#   NBQUOTA=P caps the neighbour's cgroup at P% of one CPU (CFS bandwidth:
+#   v1 cpu.cfs_quota_us, v2 cpu.max, over 100 ms periods), to see whether
+#   a CPU the neighbour leaves idle part of the time gives production back
+#   its tail.
 set -euo pipefail
 bin=$(realpath "${1:?the overbook binary}")
 out=${2:?an output directory}
@@ -37,6 +41,15 @@ for i in $(seq 1 "$pairs"); do
     if [ "$mode" = neighbour ]; then
       mkdir -p "$cg"
       [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
+      if [ -n "${NBQUOTA:-}" ]; then
+        quota=$((NBQUOTA * 1000))
+        if [ -e "$cg/cpu.cfs_quota_us" ]; then
+          echo 100000 >"$cg/cpu.cfs_period_us"
+          echo "$quota" >"$cg/cpu.cfs_quota_us"
+        else
+          echo "$quota 100000" >"$cg/cpu.max"
+        fi
+      fi
       (
         echo "$BASHPID" >"$cg/cgroup.procs"
         last=$(($(nproc) - 1))

@@ -138,6 +138,9 @@ pub struct Agent<C> {
     /// for: said once).
     cpu: crate::config::CpuShares,
     cpu_shared: std::collections::BTreeSet<ContainerId>,
+    /// The CPU ceiling written on each best-effort container (`None`: it
+    /// failed, said once, not tried again).
+    cpu_capped: BTreeMap<ContainerId, Option<overbook_linux::CpuMax>>,
     durable: durable::Durable,
     /// CRIU and the image store, when the preemptor may checkpoint.
     images: Option<ImageStore>,
@@ -279,6 +282,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             protected: std::collections::BTreeSet::new(),
             cpu: config.cpu,
             cpu_shared: std::collections::BTreeSet::new(),
+            cpu_capped: BTreeMap::new(),
             durable,
             images,
             pre_dump_interval,
@@ -378,6 +382,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     fn observe(&mut self, now: Time) {
         self.note_arrivals_and_departures(now);
         self.share_cpu(now);
+        self.cap_cpu(now);
         self.restore_and_watch(now);
         for (id, m) in &mut self.tasks.by_id {
             if let Some(k) = self.view.by_id(*id) {

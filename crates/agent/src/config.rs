@@ -196,6 +196,8 @@ impl AgentConfig {
             };
             cpu.insert(key.into(), share);
         }
+        let max = self.cpu.best_effort_max.map_or(Value::String("unlimited".into()), Value::Float);
+        cpu.insert("best-effort-max".into(), max);
         let c = &self.checkpoint;
         let mut checkpoint = Table::new();
         checkpoint.insert("images_dir".into(), path(&c.images_dir));
@@ -255,16 +257,27 @@ impl AgentConfig {
 /// with production for CPU as an equal slows it as surely as memory does
 /// (002 §3.4, guest priority), so by default best-effort containers only
 /// get CPU no one else wants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CpuShares {
     pub best_effort: Option<CpuShare>,
     pub production: Option<CpuShare>,
     pub critical: Option<CpuShare>,
+    /// CPUs the best-effort containers may use together (`None`: no
+    /// ceiling). Why: even at the lowest share a best-effort job keeps a CPU
+    /// busy, and a production wakeup that finds it busy can wait; a ceiling
+    /// leaves that CPU idle part of every 100 ms. Split evenly between the
+    /// best-effort containers with processes.
+    pub best_effort_max: Option<f64>,
 }
 
 impl Default for CpuShares {
     fn default() -> Self {
-        CpuShares { best_effort: Some(CpuShare::Idle), production: None, critical: None }
+        CpuShares {
+            best_effort: Some(CpuShare::Idle),
+            production: None,
+            critical: None,
+            best_effort_max: None,
+        }
     }
 }
 
@@ -393,6 +406,7 @@ struct RawCpu {
     best_effort: Option<toml::Value>,
     production: Option<toml::Value>,
     critical: Option<toml::Value>,
+    best_effort_max: Option<toml::Value>,
 }
 
 /// A class's CPU share: `"idle"`, a weight from 1 to 10000 (v2's scale:
@@ -419,6 +433,28 @@ fn check_cpu_share(
             .ok_or_else(|| problem(format!("{w} is not from 1 to 10000"))),
         Some(other) => Err(problem(format!("{other} is not a CPU share"))),
     }
+}
+
+/// The best-effort containers' CPU ceiling: a number of CPUs (0.25: a
+/// quarter of one), or `"unlimited"` (the default).
+fn check_cpu_max(key: &str, v: Option<toml::Value>) -> Result<Option<f64>, ConfigError> {
+    let problem = |what: String| {
+        ConfigError::new(
+            key,
+            format!("{what}: give a number of CPUs from 0.01 to 4096 (0.5: half of one), or \"unlimited\""),
+        )
+    };
+    let cpus = match v {
+        None => return Ok(None),
+        Some(toml::Value::String(s)) if s == "unlimited" => return Ok(None),
+        Some(toml::Value::Integer(n)) => n as f64,
+        Some(toml::Value::Float(x)) => x,
+        Some(other) => return Err(problem(format!("{other} is not a number of CPUs"))),
+    };
+    if !(0.01..=4096.0).contains(&cpus) {
+        return Err(problem(format!("{cpus} is out of range")));
+    }
+    Ok(Some(cpus))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -707,6 +743,7 @@ impl RawConfig {
             best_effort: check_cpu_share("cpu.best-effort", self.cpu.best_effort, d.best_effort)?,
             production: check_cpu_share("cpu.production", self.cpu.production, d.production)?,
             critical: check_cpu_share("cpu.critical", self.cpu.critical, d.critical)?,
+            best_effort_max: check_cpu_max("cpu.best-effort-max", self.cpu.best_effort_max)?,
         };
         let kubernetes = match self.kubernetes {
             None => None,
@@ -1113,6 +1150,20 @@ mod tests {
         assert!(e.contains("cpu.best-effort: 0 is not from 1 to 10000"), "{e}");
         let e = err("[cpu]\nproduction = \"low\"\n");
         assert!(e.contains("cpu.production") && e.contains("\"idle\""), "{e}");
+        assert_eq!(c.cpu.best_effort_max, None, "no ceiling unless asked");
+        let c = AgentConfig::parse("[cpu]\nbest-effort-max = 0.5\n", "x").expect("valid");
+        assert_eq!(c.cpu.best_effort_max, Some(0.5));
+        let c = AgentConfig::parse("[cpu]\nbest-effort-max = 2\n", "x").expect("valid");
+        assert_eq!(c.cpu.best_effort_max, Some(2.0));
+        let c = AgentConfig::parse("[cpu]\nbest-effort-max = \"unlimited\"\n", "x").expect("valid");
+        assert_eq!(c.cpu.best_effort_max, None);
+        for bad in ["0", "-1", "0.001", "nan", "\"half\"", "1e9"] {
+            let e = err(&format!("[cpu]\nbest-effort-max = {bad}\n"));
+            assert!(
+                e.contains("cpu.best-effort-max") && e.contains("number of CPUs"),
+                "{bad}: {e}"
+            );
+        }
         let e = err("[cpu]\nbatch = 1\n");
         assert!(e.contains("batch"), "{e}");
     }

@@ -98,12 +98,17 @@ impl FakeNode {
     }
 
     fn agent(&self, preemptor: &str) -> Agent<V1Cgroups> {
+        self.agent_with(preemptor, "")
+    }
+
+    /// An agent whose config adds `more` (whole TOML tables) to the usual.
+    fn agent_with(&self, preemptor: &str, more: &str) -> Agent<V1Cgroups> {
         let toml = format!(
             "[node]\nroot = \"node\"\ncapacity = \"1GiB\"\n\
              [agent]\nstate_db = \"\"\ntask_log_dir = \"{}\"\n\
              [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
              [[classes]]\npattern = \"critical-*\"\nclass = \"critical\"\n\
-             [policy.preemptor]\nkind = \"{preemptor}\"\n",
+             [policy.preemptor]\nkind = \"{preemptor}\"\n{more}",
             self.dir.path().join("logs").display()
         );
         let config = AgentConfig::parse(&toml, "fake.toml").expect("config");
@@ -312,4 +317,55 @@ fn best_effort_containers_get_only_idle_cpu_and_production_keeps_its_own() {
     agent.tick(Time::from_secs(5)).expect("tick");
     let again = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-share").count();
     assert_eq!(again, 1, "set once a container");
+}
+
+#[test]
+fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
+    let mut node = FakeNode::new();
+    for name in ["be-a", "be-b", "be-c", "prod-web"] {
+        node.cgroup(name, 8 * MIB);
+        // Its cpu mirror as a kernel makes it, with the knobs' files.
+        let mirror = node.cpu().join("node").join(name);
+        fs::create_dir_all(&mirror).expect("cpu mirror");
+        for (file, value) in [
+            ("cpu.shares", "1024\n"),
+            ("cpu.cfs_period_us", "100000\n"),
+            ("cpu.cfs_quota_us", "-1\n"),
+            ("cgroup.procs", ""),
+        ] {
+            fs::write(mirror.join(file), value).expect("cpu file");
+        }
+    }
+    node.member("be-a");
+    node.member("be-b");
+    node.member("prod-web");
+    let mirrors = node.cpu().join("node");
+    let quota = |name: &str| {
+        let f = mirrors.join(name).join("cpu.cfs_quota_us");
+        fs::read_to_string(f).expect("quota").trim().to_string()
+    };
+    let mut agent = node.agent_with("kill", "[cpu]\nbest-effort-max = 0.5\n");
+    agent.tick(Time::ZERO).expect("tick");
+    assert_eq!(
+        (quota("be-a"), quota("be-b")),
+        ("25000".into(), "25000".into()),
+        "half a CPU, split"
+    );
+    assert_eq!(quota("prod-web"), "-1", "production has no ceiling");
+    assert_eq!(quota("be-c"), "-1", "set once it has processes");
+    let set: Vec<_> = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-max").collect();
+    assert_eq!(set.len(), 2, "{:?}", kinds(&agent));
+    assert_eq!(set[0].detail["containers"], 2);
+    assert_eq!(set[0].detail["set"], "cpu.cfs_quota_us = 25000 of cpu.cfs_period_us = 100000");
+    agent.tick(Time::from_secs(1)).expect("tick");
+    let again = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-max").count();
+    assert_eq!(again, 2, "written again only when the split changes");
+    node.member("be-c");
+    // Members are counted at the next full read: on a calm node, once a
+    // calm period (3 s by default) has passed.
+    agent.tick(Time::from_secs(10)).expect("tick");
+    for name in ["be-a", "be-b", "be-c"] {
+        assert_eq!(quota(name), "16667", "{name}: half a CPU between three");
+    }
+    assert_eq!(quota("prod-web"), "-1");
 }

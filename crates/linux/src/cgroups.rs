@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::container::{
-    CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
+    CgroupVersion, ContainerPath, CpuMax, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
     Protection,
 };
 use crate::error::CgroupError;
@@ -159,6 +159,16 @@ pub trait ContainerControl {
         &self,
         container: &ContainerPath,
         share: CpuShare,
+    ) -> Result<Outcome<String>, CgroupError>;
+
+    /// Sets the container's CPU ceiling (`cpu.max`, v1
+    /// `cpu.cfs_quota_us` over `cpu.cfs_period_us`). Returns what was
+    /// written; fails as [`ContainerControl::set_cpu_share`] does where there is no
+    /// CPU controller.
+    fn set_cpu_max(
+        &self,
+        container: &ContainerPath,
+        max: CpuMax,
     ) -> Result<Outcome<String>, CgroupError>;
 }
 

@@ -290,6 +290,35 @@ pub enum CpuShare {
     Idle,
 }
 
+/// A ceiling on a container's CPU time (CFS bandwidth), whatever the
+/// CPU is free: a share only orders who runs first, and a best-effort
+/// job at the lowest share still keeps a CPU busy that production's
+/// wakeups could have had at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuMax {
+    /// No ceiling (v2 `cpu.max = max`, v1 `cpu.cfs_quota_us = -1`).
+    Unlimited,
+    /// At most this many microseconds of CPU in every period of
+    /// [`CpuMax::PERIOD_US`] (the kernel refuses less than 1,000).
+    Quota(u64),
+}
+
+impl CpuMax {
+    /// The accounting period: the kernel's default, 100 ms.
+    pub const PERIOD_US: u64 = 100_000;
+
+    /// A ceiling of `cores` CPUs (0.25: a quarter of one), at least the
+    /// kernel's smallest quota (1 ms a period).
+    // `as` saturates: a negative or NaN value becomes 0 (then the
+    // smallest quota), a huge one u64::MAX; the agent's config refuses both
+    // before they get here.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn cores(cores: f64) -> CpuMax {
+        let us = (cores * Self::PERIOD_US as f64).round();
+        CpuMax::Quota((us as u64).max(1_000))
+    }
+}
+
 impl CpuShare {
     /// The v1 `cpu.shares` of a weight.
     pub fn v1_shares(weight: u32) -> u64 {
@@ -324,6 +353,15 @@ pub struct KillReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_ceiling_is_a_quota_of_100_ms_and_never_below_the_kernel_s_least() {
+        assert_eq!(CpuMax::cores(0.25), CpuMax::Quota(25_000));
+        assert_eq!(CpuMax::cores(2.0), CpuMax::Quota(200_000), "more than one CPU");
+        assert_eq!(CpuMax::cores(0.5 / 3.0), CpuMax::Quota(16_667));
+        assert_eq!(CpuMax::cores(0.001), CpuMax::Quota(1_000), "the kernel refuses less");
+        assert_eq!(CpuMax::cores(f64::NAN), CpuMax::Quota(1_000));
+    }
 
     #[test]
     fn container_paths() {

@@ -45,7 +45,7 @@ mod v2;
 
 pub use cgroups::{ContainerCgroups, ContainerControl, ReclaimFn};
 pub use container::{
-    CgroupVersion, ContainerPath, CpuShare, Discovery, InvalidContainerPath, KillMethod,
+    CgroupVersion, ContainerPath, CpuMax, CpuShare, Discovery, InvalidContainerPath, KillMethod,
     KillReport, MemoryCounters, Outcome, Protection, SwapPolicy,
 };
 pub use error::CgroupError;

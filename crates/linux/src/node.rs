@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl};
 use crate::container::{
-    CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
+    CgroupVersion, ContainerPath, CpuMax, CpuShare, Discovery, KillReport, MemoryCounters, Outcome,
     Protection,
 };
 use crate::error::CgroupError;
@@ -150,5 +150,12 @@ impl<T: ContainerControl + ?Sized> ContainerControl for Box<T> {
         share: CpuShare,
     ) -> Result<Outcome<String>, CgroupError> {
         (**self).set_cpu_share(container, share)
+    }
+    fn set_cpu_max(
+        &self,
+        container: &ContainerPath,
+        max: CpuMax,
+    ) -> Result<Outcome<String>, CgroupError> {
+        (**self).set_cpu_max(container, max)
     }
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
 use crate::container::{
-    done_or_return, CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters,
-    Outcome, Protection, SwapPolicy,
+    done_or_return, CgroupVersion, ContainerPath, CpuMax, CpuShare, Discovery, KillReport,
+    MemoryCounters, Outcome, Protection, SwapPolicy,
 };
 use crate::error::CgroupError;
 use crate::fsio;
@@ -49,6 +49,42 @@ impl V1Cgroups {
     /// The container's directory in the cpu hierarchy, if there is one.
     pub fn cpu_dir(&self, container: &ContainerPath) -> Option<PathBuf> {
         self.cpu.as_deref().map(|c| container.dir_under(c))
+    }
+
+    /// The container's cpu cgroup with its members in it: made, and the
+    /// members moved in, where someone else made the container without a
+    /// cpu mirror (a process forked meanwhile stays where it was; the next
+    /// call moves it). `what` names the knob for the error where the cpu
+    /// hierarchy is not mounted.
+    fn cpu_mirror(
+        &self,
+        container: &ContainerPath,
+        what: &str,
+    ) -> Result<Outcome<PathBuf>, CgroupError> {
+        let Some(dir) = self.cpu_dir(container) else {
+            return Err(CgroupError::Unsupported {
+                what: format!("{what} on cgroup v1 need the cpu hierarchy, which is not mounted"),
+            });
+        };
+        let memory = self.memory_dir(container);
+        if !memory.is_dir() {
+            return Ok(Outcome::Vanished);
+        }
+        if !dir.is_dir() {
+            make_mirror(&dir)?;
+        }
+        let members = done_or_return!(fsio::read_procs_tree(&memory)?);
+        let procs = dir.join(CgroupProcs::FILE);
+        for pid in &members.pids {
+            match fsio::write(&procs, &pid.to_string()) {
+                Ok(_) => {}
+                // Gone meanwhile.
+                Err(CgroupError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Outcome::Done(dir))
     }
 
     /// The container's directories in the hierarchies that mirror the
@@ -368,32 +404,7 @@ impl ContainerControl for V1Cgroups {
         container: &ContainerPath,
         share: CpuShare,
     ) -> Result<Outcome<String>, CgroupError> {
-        let Some(dir) = self.cpu_dir(container) else {
-            return Err(CgroupError::Unsupported {
-                what: "CPU shares on cgroup v1 need the cpu hierarchy, which is not mounted".into(),
-            });
-        };
-        let memory = self.memory_dir(container);
-        if !memory.is_dir() {
-            return Ok(Outcome::Vanished);
-        }
-        if !dir.is_dir() {
-            // Made by someone else without a cpu mirror: made now, and its
-            // members moved in (a process forked meanwhile stays where it
-            // was; the next call moves it).
-            make_mirror(&dir)?;
-        }
-        let members = done_or_return!(fsio::read_procs_tree(&memory)?);
-        let procs = dir.join(CgroupProcs::FILE);
-        for pid in &members.pids {
-            match fsio::write(&procs, &pid.to_string()) {
-                Ok(_) => {}
-                // Gone meanwhile.
-                Err(CgroupError::Io { source, .. })
-                    if source.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let dir = done_or_return!(self.cpu_mirror(container, "CPU shares")?);
         let idle = dir.join("cpu.idle");
         let shares = dir.join("cpu.shares");
         Ok(match share {
@@ -407,6 +418,29 @@ impl ContainerControl for V1Cgroups {
                 }
                 let s = CpuShare::v1_shares(w);
                 fsio::write(&shares, &s.to_string())?.map(|()| format!("cpu.shares = {s}"))
+            }
+        })
+    }
+
+    fn set_cpu_max(
+        &self,
+        container: &ContainerPath,
+        max: CpuMax,
+    ) -> Result<Outcome<String>, CgroupError> {
+        let dir = done_or_return!(self.cpu_mirror(container, "CPU ceilings")?);
+        let quota = dir.join("cpu.cfs_quota_us");
+        Ok(match max {
+            CpuMax::Unlimited => {
+                fsio::write(&quota, "-1")?.map(|()| "cpu.cfs_quota_us = -1".into())
+            }
+            CpuMax::Quota(us) => {
+                done_or_return!(fsio::write(
+                    &dir.join("cpu.cfs_period_us"),
+                    &CpuMax::PERIOD_US.to_string()
+                )?);
+                fsio::write(&quota, &us.to_string())?.map(|()| {
+                    format!("cpu.cfs_quota_us = {us} of cpu.cfs_period_us = {}", CpuMax::PERIOD_US)
+                })
             }
         })
     }

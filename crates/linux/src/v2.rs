@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::cgroups::{ContainerCgroups, ContainerControl, FREEZE_BEFORE_KILL};
 use crate::container::{
-    done_or_return, CgroupVersion, ContainerPath, CpuShare, Discovery, KillReport, MemoryCounters,
-    Outcome, Protection, SwapPolicy,
+    done_or_return, CgroupVersion, ContainerPath, CpuMax, CpuShare, Discovery, KillReport,
+    MemoryCounters, Outcome, Protection, SwapPolicy,
 };
 use crate::error::CgroupError;
 use crate::fsio;
@@ -29,6 +29,45 @@ pub struct V2Cgroups {
 }
 
 impl V2Cgroups {
+    /// The container's directory with the cpu controller's files in it:
+    /// delegated now, from the top down, by every ancestor that has the
+    /// controller to give (as `create` delegates memory).
+    fn cpu_controlled(&self, container: &ContainerPath) -> Result<Outcome<PathBuf>, CgroupError> {
+        let dir = self.dir(container);
+        if !dir.is_dir() {
+            return Ok(Outcome::Vanished);
+        }
+        let weight = dir.join("cpu.weight");
+        if !weight.exists() {
+            let mut ancestors = Vec::new();
+            let mut at = container.parent();
+            while let Some(p) = at {
+                at = p.parent();
+                ancestors.push(p);
+            }
+            for ancestor in ancestors.iter().rev().map(|a| self.dir(a)) {
+                let has = |file: &str| {
+                    fsio::read_optional(&ancestor.join(file)).is_ok_and(|o| {
+                        matches!(o, Outcome::Done(Some(t)) if t.split_whitespace().any(|c| c == "cpu"))
+                    })
+                };
+                if has("cgroup.controllers") && !has("cgroup.subtree_control") {
+                    let _ = fsio::write(&ancestor.join("cgroup.subtree_control"), "+cpu");
+                }
+            }
+        }
+        if !weight.exists() {
+            return Err(CgroupError::Unsupported {
+                what: format!(
+                    "{}: no cpu.weight (the cpu controller is not enabled in its parent's \
+                     cgroup.subtree_control)",
+                    dir.display()
+                ),
+            });
+        }
+        Ok(Outcome::Done(dir))
+    }
+
     /// Containers under `root`, a directory in the unified hierarchy.
     pub fn new(root: PathBuf) -> Self {
         Self { root }
@@ -325,40 +364,8 @@ impl ContainerControl for V2Cgroups {
         container: &ContainerPath,
         share: CpuShare,
     ) -> Result<Outcome<String>, CgroupError> {
-        let dir = self.dir(container);
-        if !dir.is_dir() {
-            return Ok(Outcome::Vanished);
-        }
+        let dir = done_or_return!(self.cpu_controlled(container)?);
         let weight = dir.join("cpu.weight");
-        if !weight.exists() {
-            // Delegated now, from the top down, by every ancestor that has
-            // the controller to give (as `create` delegates memory).
-            let mut ancestors = Vec::new();
-            let mut at = container.parent();
-            while let Some(p) = at {
-                at = p.parent();
-                ancestors.push(p);
-            }
-            for ancestor in ancestors.iter().rev().map(|a| self.dir(a)) {
-                let has = |file: &str| {
-                    fsio::read_optional(&ancestor.join(file)).is_ok_and(|o| {
-                        matches!(o, Outcome::Done(Some(t)) if t.split_whitespace().any(|c| c == "cpu"))
-                    })
-                };
-                if has("cgroup.controllers") && !has("cgroup.subtree_control") {
-                    let _ = fsio::write(&ancestor.join("cgroup.subtree_control"), "+cpu");
-                }
-            }
-        }
-        if !weight.exists() {
-            return Err(CgroupError::Unsupported {
-                what: format!(
-                    "{}: no cpu.weight (the cpu controller is not enabled in its parent's \
-                     cgroup.subtree_control)",
-                    dir.display()
-                ),
-            });
-        }
         let idle = dir.join("cpu.idle");
         Ok(match share {
             CpuShare::Idle if idle.exists() => {
@@ -373,6 +380,20 @@ impl ContainerControl for V2Cgroups {
                 fsio::write(&weight, &w.to_string())?.map(|()| format!("cpu.weight = {w}"))
             }
         })
+    }
+
+    fn set_cpu_max(
+        &self,
+        container: &ContainerPath,
+        max: CpuMax,
+    ) -> Result<Outcome<String>, CgroupError> {
+        let dir = done_or_return!(self.cpu_controlled(container)?);
+        let value = match max {
+            CpuMax::Unlimited => format!("max {}", CpuMax::PERIOD_US),
+            CpuMax::Quota(us) => format!("{us} {}", CpuMax::PERIOD_US),
+        };
+        let written = fsio::write(&dir.join("cpu.max"), &value)?;
+        Ok(written.map(|()| format!("cpu.max = {value}")))
     }
 
     fn protect(

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use overbook_linux::parse::FreezerState;
 use overbook_linux::{
-    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuShare,
-    FreezerSupport, HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy,
+    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuMax,
+    CpuShare, FreezerSupport, HostSupport, KillMethod, Limit, Outcome, Pid, Protection, SwapPolicy,
     V1Cgroups,
 };
 
@@ -307,4 +307,52 @@ fn a_container_s_cpu_share_is_set_in_its_cpu_mirror_with_its_processes() {
     assert!(poll(SETTLE, || dead(worker.pid)), "killed");
     assert!(poll(SETTLE, || cg.remove(&be).is_ok_and(|o| o == Outcome::Done(()))), "removed");
     assert!(!mirror.exists(), "the cpu mirror goes with the container");
+}
+
+/// A best-effort container's CPU ceiling (`cpu.cfs_quota_us`) holds a
+/// spinning member back: the kernel counts periods it throttled.
+#[test]
+fn a_container_s_cpu_ceiling_throttles_its_members() {
+    let Some(cg) = host() else { return };
+    if cg.cpu_dir(&ContainerPath::root()).is_none() {
+        let why = "no cgroup v1 cpu hierarchy";
+        common::cannot_run::<()>("v1_host", why, "this test needs the v1 cpu hierarchy");
+        return;
+    }
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-max", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-spin").expect("valid");
+    scratch.create(&be, None);
+    let mirror = cg.cpu_dir(&be).expect("mirrored");
+    let mut worker = spawn_worker(&mut scratch);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    let read = |f: &str| std::fs::read_to_string(mirror.join(f)).expect("read").trim().to_string();
+    let set = cg.set_cpu_max(&be, CpuMax::cores(0.1)).expect("set").done().expect("there");
+    assert_eq!(set, "cpu.cfs_quota_us = 10000 of cpu.cfs_period_us = 100000");
+    assert_eq!(
+        (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")),
+        ("10000".into(), "100000".into())
+    );
+    writeln!(worker.stdin, "go").expect("start worker");
+    let throttled = || {
+        read("cpu.stat")
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        poll(SETTLE, || throttled() > 0),
+        "a spinner at 0.1 CPU is throttled: {}",
+        read("cpu.stat")
+    );
+    let unset = cg.set_cpu_max(&be, CpuMax::Unlimited).expect("set").done().expect("there");
+    assert_eq!(unset, "cpu.cfs_quota_us = -1");
+    assert_eq!(read("cpu.cfs_quota_us"), "-1");
+    let report = cg.kill(&be).expect("kills").done().expect("there");
+    assert!(report.signalled >= 1);
+    assert!(poll(SETTLE, || dead(worker.pid)), "killed");
+    assert!(poll(SETTLE, || cg.remove(&be).is_ok_and(|o| o == Outcome::Done(()))), "removed");
+    let gone = ContainerPath::new("never-made").expect("valid");
+    assert_eq!(cg.set_cpu_max(&gone, CpuMax::cores(1.0)).expect("no error"), Outcome::Vanished);
 }

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use overbook_linux::parse::{CgroupEvents, FreezerState, MemoryStat};
 use overbook_linux::{
-    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuShare,
-    FreezerSupport, HostSupport, KillMethod, Limit, MemoryCounters, Outcome, Pid, Protection,
-    SwapPolicy, V2Cgroups,
+    CgroupError, CgroupVersion, ContainerCgroups, ContainerControl, ContainerPath, CpuMax,
+    CpuShare, FreezerSupport, HostSupport, KillMethod, Limit, MemoryCounters, Outcome, Pid,
+    Protection, SwapPolicy, V2Cgroups,
 };
 
 const MIB: u64 = 1 << 20;
@@ -571,4 +571,39 @@ fn vm_a_container_s_cpu_share_is_idle_or_a_weight() {
     let weight = cg.set_cpu_share(&be, CpuShare::Weight(50)).expect("set").done().expect("there");
     assert_eq!(weight, "cpu.weight = 50");
     assert_eq!((read("cpu.idle"), read("cpu.weight")), ("0".into(), "50".into()));
+}
+
+/// A best-effort container's CPU ceiling (`cpu.max`) holds a spinning
+/// member back: the kernel counts periods it throttled.
+#[test]
+#[ignore = "needs the cgroup v2 VM: scripts/vm test"]
+fn vm_a_container_s_cpu_ceiling_throttles_its_members() {
+    let Some(cg) = guest() else { return };
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-max", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-spin").expect("valid");
+    scratch.create(&be, None);
+    let mut worker = Worker::python(&mut scratch, Work::Spin, 8, 0);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    let dir = cg.dir(&be);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("read").trim().to_string();
+    let set = cg.set_cpu_max(&be, CpuMax::cores(0.1)).expect("set").done().expect("there");
+    assert_eq!(set, "cpu.max = 10000 100000");
+    assert_eq!(read("cpu.max"), "10000 100000");
+    worker.start(0);
+    let throttled = || {
+        read("cpu.stat")
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        poll(SETTLE, || throttled() > 0),
+        "a spinner at 0.1 CPU is throttled: {}",
+        read("cpu.stat")
+    );
+    let unset = cg.set_cpu_max(&be, CpuMax::Unlimited).expect("set").done().expect("there");
+    assert_eq!(unset, "cpu.max = max 100000");
+    assert_eq!(read("cpu.max"), "max 100000");
 }

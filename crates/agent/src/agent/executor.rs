@@ -529,6 +529,47 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.cpu_shared.retain(|id| view.by_id(*id).is_some());
     }
 
+    /// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`),
+    /// split evenly between those with processes, and written again on each
+    /// when their number changes.
+    pub(super) fn cap_cpu(&mut self, now: Time) {
+        let Some(cpus) = self.cpu.best_effort_max else {
+            return;
+        };
+        // As for shares: a kubelet owns its pods' CPU settings.
+        if self.view.pods() {
+            return;
+        }
+        let view = &self.view;
+        self.cpu_capped.retain(|id, _| view.by_id(*id).is_some());
+        let capped: Vec<(ContainerId, ContainerPath)> = (view.containers())
+            .filter(|k| k.members > 0 && k.class == overbook_core::Class::BestEffort)
+            .map(|k| (k.id, k.path.clone()))
+            .collect();
+        let count = capped.len();
+        let max = overbook_linux::CpuMax::cores(cpus / count.max(1) as f64);
+        for (id, path) in capped {
+            match self.cpu_capped.get(&id) {
+                Some(None) => continue,
+                Some(Some(m)) if *m == max => continue,
+                _ => {}
+            }
+            match self.view.cgroups().set_cpu_max(&path, max) {
+                Ok(Outcome::Done(written)) => {
+                    self.cpu_capped.insert(id, Some(max));
+                    let detail = json!({ "set": written, "node_cpus": cpus, "containers": count });
+                    self.record(now, EventKind::CpuMax, Some(&path), detail);
+                }
+                Ok(Outcome::Vanished) => {}
+                Err(e) => {
+                    self.cpu_capped.insert(id, None);
+                    let detail = json!({ "error": e.to_string() });
+                    self.record(now, EventKind::CpuMaxFailed, Some(&path), detail);
+                }
+            }
+        }
+    }
+
     /// The evidence with container names instead of ids.
     pub(super) fn evidence_detail(&self, e: &Evidence) -> details::Evidence {
         let name = |id: &ContainerId| {

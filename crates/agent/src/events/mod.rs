@@ -174,6 +174,11 @@ event_kinds! {
     CpuShare = "cpu-share",
     /// A container's CPU share could not be set, and why (said once a container).
     CpuShareFailed = "cpu-share-failed",
+    /// The best-effort containers' CPU ceiling was set on one (what was
+    /// written, the node's ceiling and how many share it).
+    CpuMax = "cpu-max",
+    /// A container's CPU ceiling could not be set, and why (said once a container).
+    CpuMaxFailed = "cpu-max-failed",
 }
 
 impl std::fmt::Display for EventKind {

@@ -124,4 +124,11 @@ impl<C: ContainerControl> ContainerControl for Timed<C> {
     ) -> Result<Outcome<String>, CgroupError> {
         self.inner.set_cpu_share(container, share)
     }
+    fn set_cpu_max(
+        &self,
+        container: &ContainerPath,
+        max: overbook_linux::CpuMax,
+    ) -> Result<Outcome<String>, CgroupError> {
+        self.inner.set_cpu_max(container, max)
+    }
 }
