@@ -334,18 +334,8 @@ fn a_container_s_cpu_ceiling_throttles_its_members() {
         ("10000".into(), "100000".into())
     );
     writeln!(worker.stdin, "go").expect("start worker");
-    let throttled = || {
-        read("cpu.stat")
-            .lines()
-            .find_map(|l| l.strip_prefix("nr_throttled "))
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    assert!(
-        poll(SETTLE, || throttled() > 0),
-        "a spinner at 0.1 CPU is throttled: {}",
-        read("cpu.stat")
-    );
+    let (throttled, stat) = common::throttled_within(&mirror, SETTLE);
+    assert!(throttled, "a spinner at 0.1 CPU is throttled: {stat}");
     let unset = cg.set_cpu_max(&be, CpuMax::Unlimited).expect("set").done().expect("there");
     assert_eq!(unset, "cpu.cfs_quota_us = -1");
     assert_eq!(read("cpu.cfs_quota_us"), "-1");

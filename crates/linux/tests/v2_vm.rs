@@ -591,18 +591,8 @@ fn vm_a_container_s_cpu_ceiling_throttles_its_members() {
     assert_eq!(set, "cpu.max = 10000 100000");
     assert_eq!(read("cpu.max"), "10000 100000");
     worker.start(0);
-    let throttled = || {
-        read("cpu.stat")
-            .lines()
-            .find_map(|l| l.strip_prefix("nr_throttled "))
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    assert!(
-        poll(SETTLE, || throttled() > 0),
-        "a spinner at 0.1 CPU is throttled: {}",
-        read("cpu.stat")
-    );
+    let (throttled, stat) = common::throttled_within(&dir, SETTLE);
+    assert!(throttled, "a spinner at 0.1 CPU is throttled: {stat}");
     let unset = cg.set_cpu_max(&be, CpuMax::Unlimited).expect("set").done().expect("there");
     assert_eq!(unset, "cpu.max = max 100000");
     assert_eq!(read("cpu.max"), "max 100000");

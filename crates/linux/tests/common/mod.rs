@@ -80,6 +80,20 @@ impl<C: ContainerCgroups + ContainerControl> Drop for Scratch<C> {
     }
 }
 
+/// Waits until the cgroup whose `cpu.stat` lives in `dir` has been
+/// throttled by its CPU ceiling (`nr_throttled` above 0, the same line in
+/// v1 and v2); returns whether it was within `within`, and the file.
+pub fn throttled_within(dir: &std::path::Path, within: Duration) -> (bool, String) {
+    let read = || std::fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+    let throttled = || {
+        (read().lines())
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    };
+    (poll(within, throttled), read())
+}
+
 /// Polls `done` until it holds or `within` passes; returns whether it held.
 pub fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
