@@ -266,7 +266,7 @@ pub struct CpuShares {
     /// ceiling). Why: even at the lowest share a best-effort job keeps a CPU
     /// busy, and a production wakeup that finds it busy can wait; a ceiling
     /// leaves that CPU idle part of every 100 ms. Split evenly between the
-    /// best-effort containers with processes.
+    /// best-effort containers with processes and not frozen.
     pub best_effort_max: Option<f64>,
 }
 

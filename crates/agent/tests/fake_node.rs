@@ -322,9 +322,9 @@ fn best_effort_containers_get_only_idle_cpu_and_production_keeps_its_own() {
 #[test]
 fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
     let mut node = FakeNode::new();
-    for name in ["be-a", "be-b", "be-c", "prod-web"] {
+    // A container and its cpu mirror as a kernel makes it, with the knobs' files.
+    let make = |node: &mut FakeNode, name: &str| {
         node.cgroup(name, 8 * MIB);
-        // Its cpu mirror as a kernel makes it, with the knobs' files.
         let mirror = node.cpu().join("node").join(name);
         fs::create_dir_all(&mirror).expect("cpu mirror");
         for (file, value) in [
@@ -335,6 +335,9 @@ fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
         ] {
             fs::write(mirror.join(file), value).expect("cpu file");
         }
+    };
+    for name in ["be-a", "be-b", "be-c", "prod-web"] {
+        make(&mut node, name);
     }
     node.member("be-a");
     node.member("be-b");
@@ -368,4 +371,11 @@ fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
         assert_eq!(quota(name), "16667", "{name}: half a CPU between three");
     }
     assert_eq!(quota("prod-web"), "-1");
+    // A frozen container (here found so) uses no CPU: it takes no part.
+    make(&mut node, "be-d");
+    node.member("be-d");
+    fs::write(node.freezer().join("node/be-d/freezer.state"), "FROZEN\n").expect("freeze");
+    agent.tick(Time::from_secs(20)).expect("tick");
+    assert_eq!(quota("be-d"), "-1", "frozen: no part");
+    assert_eq!(quota("be-a"), "16667", "still split by three");
 }

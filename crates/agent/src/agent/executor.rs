@@ -530,8 +530,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     }
 
     /// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`),
-    /// split evenly between those with processes, and written again on each
-    /// when their number changes.
+    /// split evenly between those with processes and not frozen, and
+    /// written again on each when their number changes.
     pub(super) fn cap_cpu(&mut self, now: Time) {
         let Some(cpus) = self.cpu.best_effort_max else {
             return;
@@ -543,7 +543,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let view = &self.view;
         self.cpu_capped.retain(|id, _| view.by_id(*id).is_some());
         let capped: Vec<(ContainerId, ContainerPath)> = (view.containers())
-            .filter(|k| k.members > 0 && k.class == overbook_core::Class::BestEffort)
+            // A frozen container uses no CPU: its part goes to the others.
+            .filter(|k| k.members > 0 && !k.frozen && k.class == overbook_core::Class::BestEffort)
             .map(|k| (k.id, k.path.clone()))
             .collect();
         let count = capped.len();
