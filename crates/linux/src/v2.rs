@@ -29,6 +29,11 @@ pub struct V2Cgroups {
 }
 
 impl V2Cgroups {
+    /// Containers under `root`, a directory in the unified hierarchy.
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
     /// The container's directory with the cpu controller's files in it:
     /// delegated now, from the top down, by every ancestor that has the
     /// controller to give (as `create` delegates memory).
@@ -66,11 +71,6 @@ impl V2Cgroups {
             });
         }
         Ok(Outcome::Done(dir))
-    }
-
-    /// Containers under `root`, a directory in the unified hierarchy.
-    pub fn new(root: PathBuf) -> Self {
-        Self { root }
     }
 
     /// Rooted at this process's own v2 cgroup, found from `/proc/self/mounts`
