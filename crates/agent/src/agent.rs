@@ -141,6 +141,10 @@ pub struct Agent<C> {
     /// The CPU ceiling written on each best-effort container (`None`: it
     /// failed, said once, not tried again).
     cpu_capped: BTreeMap<ContainerId, Option<overbook_linux::CpuMax>>,
+    /// With `best-effort-max = "leftover"`: the budget from the node's CPU
+    /// readings, and whether a failed reading has been said.
+    cpu_budget: Option<overbook_core::cpu_budget::CpuBudget>,
+    cpu_budget_told: bool,
     durable: durable::Durable,
     /// CRIU and the image store, when the preemptor may checkpoint.
     images: Option<ImageStore>,
@@ -283,6 +287,8 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             cpu: config.cpu,
             cpu_shared: std::collections::BTreeSet::new(),
             cpu_capped: BTreeMap::new(),
+            cpu_budget: None,
+            cpu_budget_told: false,
             durable,
             images,
             pre_dump_interval,

@@ -196,7 +196,15 @@ impl AgentConfig {
             };
             cpu.insert(key.into(), share);
         }
-        let max = self.cpu.best_effort_max.map_or(Value::String("unlimited".into()), Value::Float);
+        let max = match self.cpu.best_effort_max {
+            CpuCeiling::Unlimited => Value::String("unlimited".into()),
+            CpuCeiling::Fixed(cpus) => Value::Float(cpus),
+            CpuCeiling::Leftover { busy_target, floor } => {
+                cpu.insert("busy-target".into(), Value::Float(busy_target));
+                cpu.insert("best-effort-min".into(), Value::Float(floor));
+                Value::String("leftover".into())
+            }
+        };
         cpu.insert("best-effort-max".into(), max);
         let c = &self.checkpoint;
         let mut checkpoint = Table::new();
@@ -262,12 +270,39 @@ pub struct CpuShares {
     pub best_effort: Option<CpuShare>,
     pub production: Option<CpuShare>,
     pub critical: Option<CpuShare>,
-    /// CPUs the best-effort containers may use together (`None`: no
-    /// ceiling). Why: even at the lowest share a best-effort job keeps a CPU
-    /// busy, and a production wakeup that finds it busy can wait; a ceiling
-    /// leaves that CPU idle part of every 100 ms. Split evenly between the
-    /// best-effort containers with processes and not frozen.
-    pub best_effort_max: Option<f64>,
+    /// CPUs the best-effort containers may use together. Why: even at
+    /// the lowest share a best-effort job keeps a CPU busy, and a
+    /// production wakeup that finds it busy can wait; a ceiling leaves that
+    /// CPU idle part of every 100 ms. Split evenly between the best-effort
+    /// containers with processes and not frozen.
+    pub best_effort_max: CpuCeiling,
+}
+
+/// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CpuCeiling {
+    /// No ceiling (the default).
+    Unlimited,
+    /// This many CPUs, whatever the rest of the node does.
+    Fixed(f64),
+    /// What the node's CPU target leaves once everything but best-effort
+    /// work has what it used lately (`"leftover"`; see
+    /// [`overbook_core::cpu_budget`]): all the node's idle CPU while
+    /// production is idle, the floor while it is busy.
+    Leftover {
+        /// `busy-target`: the share of the node's CPUs it may keep busy.
+        busy_target: f64,
+        /// `best-effort-min`: the least best-effort work gets, in CPUs.
+        floor: f64,
+    },
+}
+
+impl CpuCeiling {
+    /// `busy-target` when not given: Koordinator's default CPU suppression
+    /// threshold, 65% of the node.
+    pub const BUSY_TARGET: f64 = 0.65;
+    /// `best-effort-min` when not given, in CPUs.
+    pub const FLOOR: f64 = 0.1;
 }
 
 impl Default for CpuShares {
@@ -276,7 +311,7 @@ impl Default for CpuShares {
             best_effort: Some(CpuShare::Idle),
             production: None,
             critical: None,
-            best_effort_max: None,
+            best_effort_max: CpuCeiling::Unlimited,
         }
     }
 }
@@ -407,6 +442,8 @@ struct RawCpu {
     production: Option<toml::Value>,
     critical: Option<toml::Value>,
     best_effort_max: Option<toml::Value>,
+    busy_target: Option<toml::Value>,
+    best_effort_min: Option<toml::Value>,
 }
 
 /// A class's CPU share: `"idle"`, a weight from 1 to 10000 (v2's scale:
@@ -436,25 +473,88 @@ fn check_cpu_share(
 }
 
 /// The best-effort containers' CPU ceiling: a number of CPUs (0.25: a
-/// quarter of one), or `"unlimited"` (the default).
-fn check_cpu_max(key: &str, v: Option<toml::Value>) -> Result<Option<f64>, ConfigError> {
+/// quarter of one), `"leftover"` (with `busy-target` and
+/// `best-effort-min`), or `"unlimited"` (the default).
+fn check_cpu_ceiling(raw: &RawCpu) -> Result<CpuCeiling, ConfigError> {
+    const KEY: &str = "cpu.best-effort-max";
     let problem = |what: String| {
         ConfigError::new(
-            key,
-            format!("{what}: give a number of CPUs from 0.01 to 4096 (0.5: half of one), or \"unlimited\""),
+            KEY,
+            format!(
+                "{what}: give a number of CPUs from 0.01 to 4096 (0.5: half of one), \
+                 \"leftover\" (what production leaves), or \"unlimited\""
+            ),
         )
     };
-    let cpus = match v {
-        None => return Ok(None),
-        Some(toml::Value::String(s)) if s == "unlimited" => return Ok(None),
-        Some(toml::Value::Integer(n)) => n as f64,
-        Some(toml::Value::Float(x)) => x,
-        Some(other) => return Err(problem(format!("{other} is not a number of CPUs"))),
+    let ceiling = match &raw.best_effort_max {
+        None => CpuCeiling::Unlimited,
+        Some(toml::Value::String(s)) if s == "unlimited" => CpuCeiling::Unlimited,
+        Some(toml::Value::String(s)) if s == "leftover" => CpuCeiling::Leftover {
+            busy_target: check_number(
+                "cpu.busy-target",
+                raw.busy_target.as_ref(),
+                CpuCeiling::BUSY_TARGET,
+                (0.05, 1.0),
+                "a share of the node's CPUs (0.65: 65%)",
+            )?,
+            floor: check_number(
+                "cpu.best-effort-min",
+                raw.best_effort_min.as_ref(),
+                CpuCeiling::FLOOR,
+                (0.01, 4096.0),
+                "a number of CPUs (0.1: a tenth of one)",
+            )?,
+        },
+        Some(v) => match number(v) {
+            Some(cpus) if (0.01..=4096.0).contains(&cpus) => CpuCeiling::Fixed(cpus),
+            Some(cpus) => return Err(problem(format!("{cpus} is out of range"))),
+            None => return Err(problem(format!("{v} is not a number of CPUs"))),
+        },
     };
-    if !(0.01..=4096.0).contains(&cpus) {
-        return Err(problem(format!("{cpus} is out of range")));
+    if !matches!(ceiling, CpuCeiling::Leftover { .. }) {
+        for (key, v) in
+            [("busy-target", &raw.busy_target), ("best-effort-min", &raw.best_effort_min)]
+        {
+            if v.is_some() {
+                return Err(ConfigError::new(
+                    format!("cpu.{key}"),
+                    "is only used with best-effort-max = \"leftover\"; remove it or set that",
+                ));
+            }
+        }
     }
-    Ok(Some(cpus))
+    Ok(ceiling)
+}
+
+/// A TOML integer or float as a number.
+fn number(v: &toml::Value) -> Option<f64> {
+    match v {
+        toml::Value::Integer(n) => Some(*n as f64),
+        toml::Value::Float(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// `key`'s number within `range` (inclusive), `default` when not given.
+fn check_number(
+    key: &str,
+    v: Option<&toml::Value>,
+    default: f64,
+    (low, high): (f64, f64),
+    what: &str,
+) -> Result<f64, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    match number(v) {
+        Some(x) if (low..=high).contains(&x) => Ok(x),
+        Some(x) => Err(ConfigError::new(
+            key,
+            format!("{x} is out of range: give {what} from {low} to {high}"),
+        )),
+        None => Err(ConfigError::new(
+            key,
+            format!("{v} is not a number: give {what} from {low} to {high}"),
+        )),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -739,11 +839,12 @@ impl RawConfig {
         let policy = self.policy.check()?;
         let checkpoint = self.checkpoint.check()?;
         let d = CpuShares::default();
+        let ceiling = check_cpu_ceiling(&self.cpu)?;
         let cpu = CpuShares {
             best_effort: check_cpu_share("cpu.best-effort", self.cpu.best_effort, d.best_effort)?,
             production: check_cpu_share("cpu.production", self.cpu.production, d.production)?,
             critical: check_cpu_share("cpu.critical", self.cpu.critical, d.critical)?,
-            best_effort_max: check_cpu_max("cpu.best-effort-max", self.cpu.best_effort_max)?,
+            best_effort_max: ceiling,
         };
         let kubernetes = match self.kubernetes {
             None => None,
@@ -1150,13 +1251,38 @@ mod tests {
         assert!(e.contains("cpu.best-effort: 0 is not from 1 to 10000"), "{e}");
         let e = err("[cpu]\nproduction = \"low\"\n");
         assert!(e.contains("cpu.production") && e.contains("\"idle\""), "{e}");
-        assert_eq!(c.cpu.best_effort_max, None, "no ceiling unless asked");
+        assert_eq!(c.cpu.best_effort_max, CpuCeiling::Unlimited, "no ceiling unless asked");
         let c = AgentConfig::parse("[cpu]\nbest-effort-max = 0.5\n", "x").expect("valid");
-        assert_eq!(c.cpu.best_effort_max, Some(0.5));
+        assert_eq!(c.cpu.best_effort_max, CpuCeiling::Fixed(0.5));
         let c = AgentConfig::parse("[cpu]\nbest-effort-max = 2\n", "x").expect("valid");
-        assert_eq!(c.cpu.best_effort_max, Some(2.0));
+        assert_eq!(c.cpu.best_effort_max, CpuCeiling::Fixed(2.0));
         let c = AgentConfig::parse("[cpu]\nbest-effort-max = \"unlimited\"\n", "x").expect("valid");
-        assert_eq!(c.cpu.best_effort_max, None);
+        assert_eq!(c.cpu.best_effort_max, CpuCeiling::Unlimited);
+        let c = AgentConfig::parse("[cpu]\nbest-effort-max = \"leftover\"\n", "x").expect("valid");
+        let defaults = CpuCeiling::Leftover { busy_target: 0.65, floor: 0.1 };
+        assert_eq!(c.cpu.best_effort_max, defaults);
+        let c = AgentConfig::parse(
+            "[cpu]\nbest-effort-max = \"leftover\"\nbusy-target = 0.8\nbest-effort-min = 1\n",
+            "x",
+        )
+        .expect("valid");
+        let set = CpuCeiling::Leftover { busy_target: 0.8, floor: 1.0 };
+        assert_eq!(c.cpu.best_effort_max, set);
+        let again = AgentConfig::parse(&c.effective_toml(), "again").expect("its own dump parses");
+        assert_eq!(again.cpu.best_effort_max, set, "the dump keeps the leftover rule");
+        for (bad, key) in [
+            ("busy-target = 0", "cpu.busy-target: 0 is out of range"),
+            ("busy-target = 1.5", "cpu.busy-target: 1.5 is out of range"),
+            ("busy-target = \"most\"", "cpu.busy-target: \"most\" is not a number"),
+            ("best-effort-min = 0", "cpu.best-effort-min: 0 is out of range"),
+        ] {
+            let e = err(&format!("[cpu]\nbest-effort-max = \"leftover\"\n{bad}\n"));
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        for lone in ["busy-target = 0.5", "best-effort-min = 0.2"] {
+            let e = err(&format!("[cpu]\nbest-effort-max = 1\n{lone}\n"));
+            assert!(e.contains("only used with best-effort-max = \"leftover\""), "{lone}: {e}");
+        }
         for bad in ["0", "-1", "0.001", "nan", "\"half\"", "1e9"] {
             let e = err(&format!("[cpu]\nbest-effort-max = {bad}\n"));
             assert!(

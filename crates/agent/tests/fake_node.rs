@@ -51,6 +51,10 @@ impl FakeNode {
         self.dir.path().join("cpu")
     }
 
+    fn cpuacct(&self) -> PathBuf {
+        self.dir.path().join("cpuacct")
+    }
+
     fn memory_dir(&self, name: &str) -> PathBuf {
         self.memory().join("node").join(name)
     }
@@ -112,7 +116,9 @@ impl FakeNode {
             self.dir.path().join("logs").display()
         );
         let config = AgentConfig::parse(&toml, "fake.toml").expect("config");
-        let cg = V1Cgroups::new(self.memory(), Some(self.freezer())).with_cpu(self.cpu());
+        let cg = (V1Cgroups::new(self.memory(), Some(self.freezer())))
+            .with_cpu(self.cpu())
+            .with_cpuacct(self.cpuacct());
         Agent::new(&config, cg, EventLog::in_memory(1000)).expect("agent")
     }
 }
@@ -322,20 +328,7 @@ fn best_effort_containers_get_only_idle_cpu_and_production_keeps_its_own() {
 #[test]
 fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
     let mut node = FakeNode::new();
-    // A container and its cpu mirror as a kernel makes it, with the knobs' files.
-    let make = |node: &mut FakeNode, name: &str| {
-        node.cgroup(name, 8 * MIB);
-        let mirror = node.cpu().join("node").join(name);
-        fs::create_dir_all(&mirror).expect("cpu mirror");
-        for (file, value) in [
-            ("cpu.shares", "1024\n"),
-            ("cpu.cfs_period_us", "100000\n"),
-            ("cpu.cfs_quota_us", "-1\n"),
-            ("cgroup.procs", ""),
-        ] {
-            fs::write(mirror.join(file), value).expect("cpu file");
-        }
-    };
+    let make = |node: &mut FakeNode, name: &str| cpu_cgroup(node, name);
     for name in ["be-a", "be-b", "be-c", "prod-web"] {
         make(&mut node, name);
     }
@@ -378,4 +371,78 @@ fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
     agent.tick(Time::from_secs(20)).expect("tick");
     assert_eq!(quota("be-d"), "-1", "frozen: no part");
     assert_eq!(quota("be-a"), "16667", "still split by three");
+}
+
+/// A container with its cpu and cpuacct mirrors as a kernel makes them,
+/// with the knobs' files (no CPU time used yet).
+fn cpu_cgroup(node: &mut FakeNode, name: &str) {
+    node.cgroup(name, 8 * MIB);
+    let mirror = node.cpu().join("node").join(name);
+    fs::create_dir_all(&mirror).expect("cpu mirror");
+    for (file, value) in [
+        ("cpu.shares", "1024\n"),
+        ("cpu.cfs_period_us", "100000\n"),
+        ("cpu.cfs_quota_us", "-1\n"),
+        ("cgroup.procs", ""),
+    ] {
+        fs::write(mirror.join(file), value).expect("cpu file");
+    }
+    let acct = node.cpuacct().join("node").join(name);
+    fs::create_dir_all(&acct).expect("cpuacct mirror");
+    fs::write(acct.join("cpuacct.usage"), "0\n").expect("cpuacct file");
+    fs::write(acct.join("cgroup.procs"), "").expect("cpuacct file");
+}
+
+/// With `best-effort-max = "leftover"` the ceiling starts at the floor
+/// (what the rest of the node uses is not known from one reading), then
+/// is what the target leaves once the rest is seen to use nothing: here
+/// the best-effort containers claim more time than the whole node was
+/// busy, so the rest's part is 0 and they get the whole target.
+#[test]
+fn best_effort_containers_get_what_the_rest_leaves_from_the_floor_up() {
+    let mut node = FakeNode::new();
+    for name in ["be-a", "be-b", "prod-web"] {
+        cpu_cgroup(&mut node, name);
+        node.member(name);
+    }
+    let config =
+        "[cpu]\nbest-effort-max = \"leftover\"\nbusy-target = 1.0\nbest-effort-min = 0.3\n";
+    let mut agent = node.agent_with("kill", config);
+    let mirrors = node.cpu().join("node");
+    let quota = |name: &str| {
+        let f = mirrors.join(name).join("cpu.cfs_quota_us");
+        fs::read_to_string(f).expect("quota").trim().to_string()
+    };
+    let caps = |agent: &Agent<V1Cgroups>| -> Vec<serde_json::Value> {
+        let set = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-max");
+        set.map(|e| e.detail.clone()).collect()
+    };
+    agent.tick(Time::ZERO).expect("tick");
+    assert_eq!(
+        (quota("be-a"), quota("be-b")),
+        ("15000".into(), "15000".into()),
+        "the floor, split"
+    );
+    let first = caps(&agent);
+    assert_eq!(first.len(), 2, "{:?}", kinds(&agent));
+    assert!(first[0]["others_cpus"].is_null(), "not known from one reading: {}", first[0]);
+    let acct = node.cpuacct().join("node");
+    for name in ["be-a", "be-b"] {
+        fs::write(acct.join(name).join("cpuacct.usage"), "1000000000000000\n").expect("usage");
+    }
+    agent.tick(Time::from_secs(10)).expect("tick");
+    let stat = fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let cpus = (stat.lines())
+        .filter(|l| {
+            l.strip_prefix("cpu").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .count();
+    let half = (cpus as u64 * 100_000 / 2).to_string();
+    assert_eq!((quota("be-a"), quota("be-b")), (half.clone(), half), "{cpus} CPUs, split");
+    let second = caps(&agent);
+    assert_eq!(second.len(), 4, "{:?}", kinds(&agent));
+    assert_eq!(second[3]["others_cpus"], 0.0, "{}", second[3]);
+    assert_eq!(quota("prod-web"), "-1", "production has no ceiling");
+    let procs = fs::read_to_string(acct.join("prod-web/cgroup.procs")).expect("procs");
+    assert!(procs.is_empty(), "production's time is not read, its processes not moved: {procs}");
 }

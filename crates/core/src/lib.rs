@@ -15,6 +15,7 @@ pub mod action;
 pub mod cadence;
 pub mod config;
 pub mod convert;
+pub mod cpu_budget;
 pub mod detect;
 pub mod launch;
 pub mod model;

@@ -170,6 +170,13 @@ pub trait ContainerControl {
         container: &ContainerPath,
         max: CpuMax,
     ) -> Result<Outcome<String>, CgroupError>;
+
+    /// The CPU time the container's processes have used, as the kernel
+    /// counts it: v2 `cpu.stat`'s `usage_usec` (there with or without the
+    /// cpu controller); v1 `cpuacct.usage` in its cpuacct cgroup, made and
+    /// its members moved there as for [`ContainerControl::set_cpu_share`]. Fails with
+    /// `Unsupported` on v1 without a cpuacct hierarchy.
+    fn cpu_used(&self, container: &ContainerPath) -> Result<Outcome<Duration>, CgroupError>;
 }
 
 /// How long `kill` waits for a container to freeze before signalling it

@@ -31,6 +31,18 @@ pub fn cpu_times() -> Result<CpuTimes, CgroupError> {
     fsio::read_proc(CpuTimes::FILE, CpuTimes::parse)
 }
 
+/// The machine's busy CPU time since boot, summed over its CPUs: neither
+/// idle nor waiting on I/O (time a hypervisor stole counts as busy: it was
+/// not this machine's to give); and how many CPUs it is summed over.
+pub fn cpu_busy() -> Result<(std::time::Duration, usize), CgroupError> {
+    let t = cpu_times()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let busy = t.total.saturating_sub(t.idle).saturating_sub(t.iowait);
+    let time = std::time::Duration::from_secs(busy / hz)
+        + std::time::Duration::from_nanos((busy % hz) * 1_000_000_000 / hz);
+    Ok((time, t.cpus))
+}
+
 /// The machine's memory pressure, or `None` where the kernel has no PSI
 /// (built without it, or booted with `psi=0`).
 pub fn system_pressure() -> Result<Option<Pressure>, CgroupError> {

@@ -40,11 +40,14 @@ pub fn host_cgroups(host: &HostSupport) -> Result<Box<dyn NodeCgroups>, CgroupEr
                 FreezerSupport::V1 { mount } => Some(mount.clone()),
                 _ => None,
             };
-            let v1 = V1Cgroups::new(memory.mount.clone(), freezer);
-            Box::new(match &host.v1_cpu {
-                Some(mount) => v1.with_cpu(mount.clone()),
-                None => v1,
-            })
+            let mut v1 = V1Cgroups::new(memory.mount.clone(), freezer);
+            if let Some(mount) = &host.v1_cpu {
+                v1 = v1.with_cpu(mount.clone());
+            }
+            if let Some(mount) = &host.v1_cpuacct {
+                v1 = v1.with_cpuacct(mount.clone());
+            }
+            Box::new(v1)
         }
     })
 }
@@ -157,5 +160,8 @@ impl<T: ContainerControl + ?Sized> ContainerControl for Box<T> {
         max: CpuMax,
     ) -> Result<Outcome<String>, CgroupError> {
         (**self).set_cpu_max(container, max)
+    }
+    fn cpu_used(&self, container: &ContainerPath) -> Result<Outcome<Duration>, CgroupError> {
+        (**self).cpu_used(container)
     }
 }

@@ -58,6 +58,9 @@ pub struct HostSupport {
     /// (containers' CPU shares are set there; on v2 the cpu controller is
     /// in the unified hierarchy).
     pub v1_cpu: Option<PathBuf>,
+    /// The v1 cpuacct hierarchy's mount (containers' CPU time is read
+    /// there); the cpu one where the two are mounted together.
+    pub v1_cpuacct: Option<PathBuf>,
     /// `pidfd_open` (Linux 5.3+).
     pub pidfd: bool,
     /// `process_mrelease` (Linux 5.15+).
@@ -129,6 +132,7 @@ impl HostSupport {
             cgroup_kill: has("cgroup.kill", (5, 14)),
             freezer,
             v1_cpu: mounts.v1_controller("cpu").map(Path::to_path_buf),
+            v1_cpuacct: mounts.v1_controller("cpuacct").map(Path::to_path_buf),
             pidfd: has_pidfd(),
             process_mrelease: sys::has_process_mrelease(),
             criu: find_criu(),

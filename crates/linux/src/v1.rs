@@ -19,8 +19,8 @@ use crate::error::CgroupError;
 use crate::fsio;
 use crate::kill;
 use crate::parse::{
-    ByteCount, CgroupProcs, FreezerState, Limit, Mounts, Pid, ProcCgroup, V1MemoryStat,
-    V1OomControl,
+    ByteCount, CgroupProcs, CpuAcctUsage, FreezerState, Limit, Mounts, Pid, ProcCgroup,
+    V1MemoryStat, V1OomControl,
 };
 
 /// Containers on cgroup v1, rooted at a directory of the memory hierarchy
@@ -30,13 +30,14 @@ pub struct V1Cgroups {
     memory: PathBuf,
     freezer: Option<PathBuf>,
     cpu: Option<PathBuf>,
+    cpuacct: Option<PathBuf>,
 }
 
 impl V1Cgroups {
     /// Containers under `memory_root` (a directory in the v1 memory
     /// hierarchy) and `freezer_root` (the same place in the freezer's).
     pub fn new(memory_root: PathBuf, freezer_root: Option<PathBuf>) -> Self {
-        Self { memory: memory_root, freezer: freezer_root, cpu: None }
+        Self { memory: memory_root, freezer: freezer_root, cpu: None, cpuacct: None }
     }
 
     /// With `cpu_root`, the same place in the cpu hierarchy, mirrored as
@@ -46,9 +47,27 @@ impl V1Cgroups {
         Self { cpu: Some(cpu_root), ..self }
     }
 
+    /// With `cpuacct_root`, the same place in the cpuacct hierarchy (the
+    /// cpu one's where the two are mounted together), mirrored as the cpu
+    /// one is: containers' CPU time is read there.
+    pub fn with_cpuacct(self, cpuacct_root: PathBuf) -> Self {
+        Self { cpuacct: Some(cpuacct_root), ..self }
+    }
+
     /// The container's directory in the cpu hierarchy, if there is one.
     pub fn cpu_dir(&self, container: &ContainerPath) -> Option<PathBuf> {
         self.cpu.as_deref().map(|c| container.dir_under(c))
+    }
+
+    /// The container's directory in the cpuacct hierarchy, if there is one.
+    pub fn cpuacct_dir(&self, container: &ContainerPath) -> Option<PathBuf> {
+        self.cpuacct.as_deref().map(|c| container.dir_under(c))
+    }
+
+    /// The cpuacct directory where it is not the cpu one: a mirror of its
+    /// own.
+    fn cpuacct_apart(&self, container: &ContainerPath) -> Option<PathBuf> {
+        self.cpuacct_dir(container).filter(|d| self.cpu_dir(container).as_ref() != Some(d))
     }
 
     /// The container's cpu cgroup with its members in it: made, and the
@@ -66,6 +85,16 @@ impl V1Cgroups {
                 what: format!("{what} on cgroup v1 need the cpu hierarchy, which is not mounted"),
             });
         };
+        self.mirror_with_members(container, dir)
+    }
+
+    /// `dir`, the container's directory in a hierarchy that mirrors the
+    /// memory one, made if missing, with the container's members moved in.
+    fn mirror_with_members(
+        &self,
+        container: &ContainerPath,
+        dir: PathBuf,
+    ) -> Result<Outcome<PathBuf>, CgroupError> {
         let memory = self.memory_dir(container);
         if !memory.is_dir() {
             return Ok(Outcome::Vanished);
@@ -90,7 +119,9 @@ impl V1Cgroups {
     /// The container's directories in the hierarchies that mirror the
     /// memory one.
     fn mirrors(&self, container: &ContainerPath) -> impl Iterator<Item = PathBuf> {
-        self.freezer_dir(container).into_iter().chain(self.cpu_dir(container))
+        (self.freezer_dir(container).into_iter())
+            .chain(self.cpu_dir(container))
+            .chain(self.cpuacct_apart(container))
     }
 
     /// Rooted at this process's own memory, freezer and cpu cgroups, found from
@@ -107,8 +138,12 @@ impl V1Cgroups {
             what: "no cgroup v1 memory hierarchy is mounted".into(),
         })?;
         let v1 = Self::new(memory, root_of("freezer"));
-        Ok(match root_of("cpu") {
+        let v1 = match root_of("cpu") {
             Some(cpu) => v1.with_cpu(cpu),
+            None => v1,
+        };
+        Ok(match root_of("cpuacct") {
+            Some(cpuacct) => v1.with_cpuacct(cpuacct),
             None => v1,
         })
     }
@@ -284,6 +319,11 @@ impl ContainerCgroups for V1Cgroups {
         files.extend(
             self.cpu_dir(container).filter(|d| d.is_dir()).map(|d| d.join(CgroupProcs::FILE)),
         );
+        files.extend(
+            (self.cpuacct_apart(container))
+                .filter(|d| d.is_dir())
+                .map(|d| d.join(CgroupProcs::FILE)),
+        );
         files
     }
 }
@@ -443,6 +483,17 @@ impl ContainerControl for V1Cgroups {
                 })
             }
         })
+    }
+
+    fn cpu_used(&self, container: &ContainerPath) -> Result<Outcome<Duration>, CgroupError> {
+        let Some(dir) = self.cpuacct_dir(container) else {
+            return Err(CgroupError::Unsupported {
+                what: "CPU time on cgroup v1 needs the cpuacct hierarchy, which is not mounted"
+                    .into(),
+            });
+        };
+        let dir = done_or_return!(self.mirror_with_members(container, dir)?);
+        Ok(fsio::read_parsed(&dir.join(CpuAcctUsage::FILE), CpuAcctUsage::parse)?.map(|u| u.0))
     }
 
     fn protect(

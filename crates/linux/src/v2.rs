@@ -18,8 +18,8 @@ use crate::error::CgroupError;
 use crate::fsio;
 use crate::kill;
 use crate::parse::{
-    ByteCount, CgroupEvents, CgroupProcs, FreezerState, Limit, MemoryEvents, MemoryStat, Mounts,
-    Pid, Pressure, ProcCgroup,
+    ByteCount, CgroupEvents, CgroupProcs, CpuStat, FreezerState, Limit, MemoryEvents, MemoryStat,
+    Mounts, Pid, Pressure, ProcCgroup,
 };
 
 /// Containers on cgroup v2, rooted at a directory of the unified hierarchy.
@@ -394,6 +394,11 @@ impl ContainerControl for V2Cgroups {
         };
         let written = fsio::write(&dir.join("cpu.max"), &value)?;
         Ok(written.map(|()| format!("cpu.max = {value}")))
+    }
+
+    fn cpu_used(&self, container: &ContainerPath) -> Result<Outcome<Duration>, CgroupError> {
+        let file = self.dir(container).join(CpuStat::FILE);
+        Ok(fsio::read_parsed(&file, CpuStat::parse)?.map(|s| s.used()))
     }
 
     fn protect(

@@ -3,9 +3,9 @@
 //! lines over the keys the parsers know, and real fixtures with random edits.
 
 use overbook_linux::parse::{
-    ByteCount, CgroupEvents, CgroupProcs, CpuInfo, CpuTimes, FreezerState, Limit, MemInfo,
-    MemoryEvents, MemoryStat, Mounts, Pressure, ProcCgroup, ProcessStat, ProcessStatus, SchedStat,
-    Swaps, V1MemoryStat, VmStat,
+    ByteCount, CgroupEvents, CgroupProcs, CpuAcctUsage, CpuInfo, CpuStat, CpuTimes, FreezerState,
+    Limit, MemInfo, MemoryEvents, MemoryStat, Mounts, Pressure, ProcCgroup, ProcessStat,
+    ProcessStatus, SchedStat, Swaps, V1MemoryStat, VmStat,
 };
 use proptest::prelude::*;
 
@@ -37,6 +37,8 @@ fn parse_all(text: &str) {
     check(ProcessStatus::parse(text));
     check(Swaps::parse(text));
     check(CpuInfo::parse(text));
+    check(CpuStat::parse(text));
+    check(CpuAcctUsage::parse(text));
 }
 
 const FIXTURES: &[&str] = &[
@@ -59,6 +61,7 @@ const FIXTURES: &[&str] = &[
     include_str!("fixtures/proc/pid-status"),
     include_str!("fixtures/proc/swaps"),
     include_str!("fixtures/proc/cpuinfo"),
+    include_str!("fixtures/v2/cpu.stat"),
 ];
 
 const KEYS: &[&str] = &[
@@ -75,6 +78,8 @@ const KEYS: &[&str] = &[
     "SwapFree:",
     "kB",
     "cpu",
+    "usage_usec",
+    "nr_throttled",
     "pswpin",
     "VmHWM:",
     "Threads:",
@@ -166,4 +171,5 @@ fn every_fixture_parses_as_its_own_file() {
     assert!(Pressure::parse_file(Pressure::SYSTEM_FILE, FIXTURES[12]).is_ok());
     assert!(VmStat::parse(FIXTURES[13]).is_ok());
     assert!(CpuTimes::parse(FIXTURES[14]).is_ok());
+    assert!(CpuStat::parse(FIXTURES[19]).is_ok());
 }

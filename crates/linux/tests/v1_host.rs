@@ -346,3 +346,45 @@ fn a_container_s_cpu_ceiling_throttles_its_members() {
     let gone = ContainerPath::new("never-made").expect("valid");
     assert_eq!(cg.set_cpu_max(&gone, CpuMax::cores(1.0)).expect("no error"), Outcome::Vanished);
 }
+
+/// A container's CPU time is read from its cpuacct cgroup (a mirror of
+/// its own where cpuacct is mounted apart from cpu, as on this host), with
+/// its members moved there; it grows while a member spins, and the mirror
+/// goes with the container.
+#[test]
+fn a_container_s_cpu_time_is_counted_in_its_cpuacct_mirror() {
+    let Some(cg) = host() else { return };
+    if cg.cpuacct_dir(&ContainerPath::root()).is_none() {
+        let why = "no cgroup v1 cpuacct hierarchy";
+        common::cannot_run::<()>("v1_host", why, "this test needs the v1 cpuacct hierarchy");
+        return;
+    }
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-used", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-count").expect("valid");
+    scratch.create(&be, None);
+    let mirror = cg.cpuacct_dir(&be).expect("mirrored");
+    assert!(mirror.is_dir(), "made with the container: {}", mirror.display());
+    let mut worker = spawn_worker(&mut scratch);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    let used = |cg: &V1Cgroups| cg.cpu_used(&be).expect("reads").done().expect("there");
+    let before = used(&cg);
+    writeln!(worker.stdin, "go").expect("start worker");
+    let mut now = before;
+    assert!(
+        poll(SETTLE, || {
+            now = used(&cg);
+            now >= before + Duration::from_millis(100)
+        }),
+        "a spinning member's CPU time is counted: {before:?} then {now:?}"
+    );
+    let procs = std::fs::read_to_string(mirror.join("cgroup.procs")).expect("read");
+    assert!(procs.lines().any(|l| l == worker.pid.to_string()), "{procs}");
+    let report = cg.kill(&be).expect("kills").done().expect("there");
+    assert!(report.signalled >= 1);
+    assert!(poll(SETTLE, || dead(worker.pid)), "killed");
+    assert!(poll(SETTLE, || cg.remove(&be).is_ok_and(|o| o == Outcome::Done(()))), "removed");
+    assert!(!mirror.exists(), "the cpuacct mirror goes with the container");
+    let gone = ContainerPath::new("never-made").expect("valid");
+    assert_eq!(cg.cpu_used(&gone).expect("no error"), Outcome::Vanished);
+}

@@ -597,3 +597,31 @@ fn vm_a_container_s_cpu_ceiling_throttles_its_members() {
     assert_eq!(unset, "cpu.max = max 100000");
     assert_eq!(read("cpu.max"), "max 100000");
 }
+
+/// A container's CPU time is its `cpu.stat`'s `usage_usec`, there whether
+/// or not the cpu controller is delegated to it; it grows while a member
+/// spins.
+#[test]
+#[ignore = "needs the cgroup v2 VM: scripts/vm test"]
+fn vm_a_container_s_cpu_time_is_counted_in_its_cpu_stat() {
+    let Some(cg) = guest() else { return };
+    let mut scratch = scratch(cg.clone());
+    let node = scratch.top("cpu-used", Some(Limit::Bytes(256 * MIB)));
+    let be = node.child("be-count").expect("valid");
+    scratch.create(&be, None);
+    let mut worker = Worker::python(&mut scratch, Work::Spin, 8, 0);
+    assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
+    let used = |cg: &V2Cgroups| cg.cpu_used(&be).expect("reads").done().expect("there");
+    let before = used(&cg);
+    worker.start(0);
+    let mut now = before;
+    assert!(
+        poll(SETTLE, || {
+            now = used(&cg);
+            now >= before + Duration::from_millis(100)
+        }),
+        "a spinning member's CPU time is counted: {before:?} then {now:?}"
+    );
+    let gone = node.child("never-made").expect("valid");
+    assert_eq!(cg.cpu_used(&gone).expect("no error"), Outcome::Vanished);
+}

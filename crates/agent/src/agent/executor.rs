@@ -6,15 +6,21 @@
 
 use super::dumping::PreemptOrder;
 use super::{Agent, Tick, SETTLE};
+use crate::config::CpuCeiling;
 use crate::events::details::{self, PreemptReport, Preempted, Reclaimed, Resumed, Timings};
 use crate::events::{detail_json, EventKind};
 use crate::store::StoredState;
 use crate::tasks::{Managed, PreemptRequest, RunError};
 use overbook_core::launch::TaskRequest;
-use overbook_core::{Action, ContainerId, Evidence, JobId, Preemption, Time};
+use overbook_core::{Action, Class, ContainerId, Evidence, JobId, Preemption, Time};
 use overbook_linux::{CgroupError, ContainerCgroups, ContainerControl, ContainerPath, Outcome};
 use serde_json::json;
 use std::time::{Duration, Instant};
+
+/// How many full reads a burst of the rest's CPU use keeps best-effort
+/// work at the lower budget (a few seconds: full reads come every sample
+/// period while memory is busy, every calm period otherwise).
+const CPU_BUDGET_HOLD: usize = 3;
 
 impl<C: ContainerCgroups + ContainerControl> Agent<C> {
     pub(super) fn execute(
@@ -377,8 +383,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             Err(e) => {
                 // Keep it queued: a thaw that failed is retried, never forgotten.
                 let usage = self.view.by_id(id).map_or(0, |k| k.counters.usage);
-                let class =
-                    self.view.by_id(id).map_or(overbook_core::Class::BestEffort, |k| k.class);
+                let class = self.view.by_id(id).map_or(Class::BestEffort, |k| k.class);
                 let task =
                     TaskRequest { id, job: JobId(id.0), class, request: usage, submitted: now };
                 self.policy.suspended(now, task, usage);
@@ -531,20 +536,27 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
 
     /// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`),
     /// split evenly between those with processes and not frozen, and
-    /// written again on each when their number changes.
+    /// written again on each when their number or the ceiling changes.
     pub(super) fn cap_cpu(&mut self, now: Time) {
-        let Some(cpus) = self.cpu.best_effort_max else {
-            return;
-        };
         // As for shares: a kubelet owns its pods' CPU settings.
         if self.view.pods() {
             return;
         }
+        let (cpus, budget) = match self.cpu.best_effort_max {
+            CpuCeiling::Unlimited => return,
+            CpuCeiling::Fixed(cpus) => (cpus, None),
+            CpuCeiling::Leftover { busy_target, floor } => {
+                let Some(e) = self.cpu_budget(now, busy_target, floor) else { return };
+                // In steps of 0.05 CPU (down), so that noise in what the
+                // rest uses does not rewrite every container at each read.
+                (((e.cpus / 0.05).floor() * 0.05).max(floor), Some(e))
+            }
+        };
         let view = &self.view;
         self.cpu_capped.retain(|id, _| view.by_id(*id).is_some());
         let capped: Vec<(ContainerId, ContainerPath)> = (view.containers())
             // A frozen container uses no CPU: its part goes to the others.
-            .filter(|k| k.members > 0 && !k.frozen && k.class == overbook_core::Class::BestEffort)
+            .filter(|k| k.members > 0 && !k.frozen && k.class == Class::BestEffort)
             .map(|k| (k.id, k.path.clone()))
             .collect();
         let count = capped.len();
@@ -558,7 +570,12 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             match self.view.cgroups().set_cpu_max(&path, max) {
                 Ok(Outcome::Done(written)) => {
                     self.cpu_capped.insert(id, Some(max));
-                    let detail = json!({ "set": written, "node_cpus": cpus, "containers": count });
+                    let mut detail =
+                        json!({ "set": written, "node_cpus": cpus, "containers": count });
+                    if let Some(e) = budget {
+                        detail["others_cpus"] = json!(e.others_now);
+                        detail["others_held_cpus"] = json!(e.others_held);
+                    }
                     self.record(now, EventKind::CpuMax, Some(&path), detail);
                 }
                 Ok(Outcome::Vanished) => {}
@@ -568,6 +585,57 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                     self.record(now, EventKind::CpuMaxFailed, Some(&path), detail);
                 }
             }
+        }
+    }
+
+    /// This read's best-effort CPU budget (`"leftover"`), from the node's
+    /// busy time and the best-effort containers' own. A best-effort
+    /// container whose time cannot be read counts to the rest (which errs
+    /// towards production); a node whose time cannot be read keeps the
+    /// ceilings as they are. Either is said once.
+    fn cpu_budget(
+        &mut self,
+        now: Time,
+        busy_target: f64,
+        floor: f64,
+    ) -> Option<overbook_core::cpu_budget::CpuBudgetEvidence> {
+        use overbook_core::cpu_budget::{CpuBudget, CpuBudgetRule, CpuReading};
+        let (node_used, node_cpus) = match overbook_linux::host::cpu_busy() {
+            Ok(read) => read,
+            Err(e) => {
+                self.tell_cpu_budget_failed(now, None, &e);
+                return None;
+            }
+        };
+        let mut reading = CpuReading { at: now, node_used, ..CpuReading::default() };
+        let best_effort: Vec<(ContainerId, ContainerPath)> = (self.view.containers())
+            .filter(|k| k.class == Class::BestEffort)
+            .map(|k| (k.id, k.path.clone()))
+            .collect();
+        for (id, path) in best_effort {
+            match self.view.cgroups().cpu_used(&path) {
+                Ok(Outcome::Done(used)) => {
+                    reading.best_effort_used.insert(id, used);
+                }
+                Ok(Outcome::Vanished) => {}
+                Err(e) => self.tell_cpu_budget_failed(now, Some(&path), &e),
+            }
+        }
+        let budget = self.cpu_budget.get_or_insert_with(|| {
+            CpuBudget::new(CpuBudgetRule {
+                node_cpus: node_cpus as f64,
+                busy_target,
+                floor,
+                hold: CPU_BUDGET_HOLD,
+            })
+        });
+        Some(budget.observe(reading))
+    }
+
+    fn tell_cpu_budget_failed(&mut self, now: Time, path: Option<&ContainerPath>, e: &CgroupError) {
+        if !std::mem::replace(&mut self.cpu_budget_told, true) {
+            let detail = json!({ "error": e.to_string(), "budget": true });
+            self.record(now, EventKind::CpuMaxFailed, path, detail);
         }
     }
 

@@ -131,4 +131,10 @@ impl<C: ContainerControl> ContainerControl for Timed<C> {
     ) -> Result<Outcome<String>, CgroupError> {
         self.inner.set_cpu_max(container, max)
     }
+    fn cpu_used(
+        &self,
+        container: &ContainerPath,
+    ) -> Result<Outcome<std::time::Duration>, CgroupError> {
+        self.inner.cpu_used(container)
+    }
 }

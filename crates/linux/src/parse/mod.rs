@@ -8,6 +8,7 @@
 //! skipped, because newer kernels keep adding them; fields only some kernels
 //! print are `Option`.
 
+mod cpu_usage;
 mod cpuinfo;
 mod freezer;
 mod meminfo;
@@ -27,6 +28,7 @@ mod v1_stat;
 mod value;
 mod vmstat;
 
+pub use cpu_usage::{CpuAcctUsage, CpuStat};
 pub use cpuinfo::CpuInfo;
 pub use freezer::{CgroupEvents, FreezerState};
 pub use meminfo::MemInfo;

@@ -19,6 +19,8 @@ pub struct CpuTimes {
     /// Time a virtual machine's CPUs were ready but the hypervisor ran
     /// something else (0 on bare metal and kernels that do not say).
     pub steal: u64,
+    /// The CPUs the times are summed over (the `cpuN` lines; at least 1).
+    pub cpus: usize,
 }
 
 impl CpuTimes {
@@ -54,7 +56,14 @@ impl CpuTimes {
         let total = ticks.iter().try_fold(0u64, |sum, &t| sum.checked_add(t)).ok_or_else(|| {
             ParseError::at(file, number, Problem::Overflow { key: snippet("cpu") })
         })?;
-        Ok(Self { total, idle: ticks[3], iowait: ticks[4], steal: ticks[7] })
+        let cpus = lines(text)
+            .filter(|(_, l)| {
+                l.strip_prefix("cpu")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .count()
+            .max(1);
+        Ok(Self { total, idle: ticks[3], iowait: ticks[4], steal: ticks[7], cpus })
     }
 
     /// The share of the time from `earlier` to `self` the CPUs were busy,
@@ -93,13 +102,14 @@ mod tests {
         assert_eq!(c.idle, 5742490);
         assert_eq!(c.iowait, 104725);
         assert_eq!(c.steal, 36640);
+        assert_eq!(c.cpus, 2, "cpu0 and cpu1");
         assert_eq!(c.total, 3954187 + 424151 + 920449 + 5742490 + 104725 + 24174 + 36640);
     }
 
     #[test]
     fn shares_of_the_time_between_two_readings() {
-        let a = CpuTimes { total: 100, idle: 50, iowait: 10, steal: 5 };
-        let b = CpuTimes { total: 200, idle: 100, iowait: 30, steal: 15 };
+        let a = CpuTimes { total: 100, idle: 50, iowait: 10, steal: 5, cpus: 1 };
+        let b = CpuTimes { total: 200, idle: 100, iowait: 30, steal: 15, cpus: 1 };
         assert_eq!(b.shares_since(&a), (0.3, 0.2));
         assert_eq!(a.shares_since(&a), (0.0, 0.0));
         assert_eq!(b.steal_since(&a), 0.1);
