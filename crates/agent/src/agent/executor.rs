@@ -570,11 +570,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             match self.view.cgroups().set_cpu_max(&path, max) {
                 Ok(Outcome::Done(written)) => {
                     self.cpu_capped.insert(id, Some(max));
+                    // To a thousandth of a CPU: what a reader compares.
+                    let round = |x: f64| (x * 1000.0).round() / 1000.0;
                     let mut detail =
-                        json!({ "set": written, "node_cpus": cpus, "containers": count });
+                        json!({ "set": written, "node_cpus": round(cpus), "containers": count });
                     if let Some(e) = budget {
-                        detail["others_cpus"] = json!(e.others_now);
-                        detail["others_held_cpus"] = json!(e.others_held);
+                        detail["others_cpus"] = json!(e.others_now.map(round));
+                        detail["others_held_cpus"] = json!(round(e.others_held));
                     }
                     self.record(now, EventKind::CpuMax, Some(&path), detail);
                 }
