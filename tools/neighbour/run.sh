@@ -13,10 +13,19 @@
 #   it rewrites a quarter of its memory every NBPACE seconds.
 #   NBKIND=spin makes the neighbour a loop that only spins on its CPU (no
 #   memory traffic at all), to tell CPU sharing from memory traffic.
+#   NBKIND=tick makes it what overbook's agent is to the CPU at a 100 ms
+#   sample period: a process at normal priority, on any CPU, that wakes
+#   every 100 ms and computes for NBTICK ms (1 by default); NBNICE=N runs
+#   it at that nice value.
 #   NBQUOTA=P caps the neighbour's cgroup at P% of one CPU (CFS bandwidth:
 #   v1 cpu.cfs_quota_us, v2 cpu.max, over 100 ms periods), to see whether
 #   a CPU the neighbour leaves idle part of the time gives production back
 #   its tail.
+#   NBQUOTA=leftover has overbook's agent set the ceiling instead (its
+#   `[cpu] best-effort-max = "leftover"`, NBTARGET the busy-target, 0.65 by
+#   default): the neighbour is a best-effort container of its own node
+#   root, the agent's events are kept beside each scene's report, and the
+#   neighbour's CPU time is printed.
 set -euo pipefail
 bin=$(realpath "${1:?the overbook binary}")
 out=${2:?an output directory}
@@ -26,22 +35,64 @@ mkdir -p "$out"
 # v1's cpu hierarchy where it is mounted, else v2's unified one.
 if [ -e /sys/fs/cgroup/cpu/cgroup.procs ]; then
   cg=/sys/fs/cgroup/cpu/overbook-neighbour
+  v1=1
 else
   cg=/sys/fs/cgroup/overbook-neighbour
+  v1=
+fi
+agent_root=overbook-neighbour-node
+if [ "${NBQUOTA:-}" = leftover ]; then
+  # The agent's node root and the neighbour's container in it (v1: the
+  # memory hierarchy, which the agent watches; it mirrors the rest).
+  if [ -n "$v1" ]; then
+    cg=/sys/fs/cgroup/memory/$agent_root/be-neighbour
+  else
+    cg=/sys/fs/cgroup/$agent_root/be-neighbour
+    echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+  fi
 fi
 pid=
+agent=
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   pid=
+  if [ -n "$agent" ]; then kill "$agent" 2>/dev/null || true; wait "$agent" 2>/dev/null || true; fi
+  agent=
   rmdir "$cg" 2>/dev/null || true
+  if [ "${NBQUOTA:-}" = leftover ]; then
+    for h in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/cpu /sys/fs/cgroup/cpuacct \
+      /sys/fs/cgroup/freezer; do
+      rmdir "$h/$agent_root/be-neighbour" "$h/$agent_root" 2>/dev/null || true
+    done
+  fi
 }
 trap cleanup EXIT
 for i in $(seq 1 "$pairs"); do
   for mode in alone neighbour; do
     if [ "$mode" = neighbour ]; then
       mkdir -p "$cg"
-      [ -e "$cg/cpu.idle" ] && echo 1 >"$cg/cpu.idle"
-      if [ -n "${NBQUOTA:-}" ]; then
+      # The agent-like ticker keeps the normal priority it stands for.
+      if [ "${NBKIND:-chain}" != tick ] && [ -e "$cg/cpu.idle" ]; then echo 1 >"$cg/cpu.idle"; fi
+      if [ "${NBQUOTA:-}" = leftover ]; then
+        cat >"$out/agent.toml" <<EOF
+[node]
+root = "$agent_root"
+[agent]
+state_db = ""
+task_log_dir = "$out/agent-logs"
+event_log = "$out/events-$i.jsonl"
+[[classes]]
+pattern = "be-*"
+class = "best-effort"
+[cpu]
+best-effort-max = "leftover"
+busy-target = ${NBTARGET:-0.65}
+EOF
+        rm -f "$out/events-$i.jsonl"
+        "$bin" agent --config "$out/agent.toml" --socket "$out/agent.sock" \
+          >"$out/agent-$i.log" 2>&1 &
+        agent=$!
+      elif [ -n "${NBQUOTA:-}" ]; then
         quota=$((NBQUOTA * 1000))
         if [ -e "$cg/cpu.cfs_quota_us" ]; then
           echo 100000 >"$cg/cpu.cfs_period_us"
@@ -53,6 +104,17 @@ for i in $(seq 1 "$pairs"); do
       (
         echo "$BASHPID" >"$cg/cgroup.procs"
         last=$(($(nproc) - 1))
+        if [ "${NBKIND:-chain}" = tick ]; then
+          exec nice -n "${NBNICE:-0}" python3 -c '
+import sys, time
+busy = float(sys.argv[1]) / 1000
+while True:
+    end = time.perf_counter() + busy
+    while time.perf_counter() < end:
+        pass
+    time.sleep(0.1)
+' "${NBTICK:-1}"
+        fi
         if [ "${NBKIND:-chain}" = spin ]; then
           exec chrt --idle 0 taskset -c "$last" sh -c 'while :; do :; done'
         fi
@@ -65,6 +127,15 @@ for i in $(seq 1 "$pairs"); do
       --repeats 1 --no-warmup --seed $((40 + i)) --policies isolated ${LOAD:-} \
       --out "$out/$mode-$i.json" >"$out/$mode-$i.log" 2>&1 ||
       { echo "$mode $i failed: see $out/$mode-$i.log" >&2; exit 1; }
+    if [ -n "$pid" ]; then
+      # The neighbour's CPU time: its shell's (it is the spinner or the
+      # workload's parent, which waits).
+      nb=$(pgrep -P "$pid" || true)
+      for p in $pid $nb; do
+        [ -r /proc/$p/schedstat ] && awk -v m="$mode-$i" -v p="$p" \
+          '{ printf "%s: neighbour pid %s used %.1f CPU-s\n", m, p, $1 / 1e9 }' /proc/$p/schedstat
+      done | tee -a "$out/neighbour-cpu.txt"
+    fi
     echo "$mode $i: done"
     cleanup
   done

@@ -103,7 +103,9 @@ pub struct ColocationArgs {
     /// Policies, comma-separated (isolated is the reference; static the
     /// best-effort baseline; overbook the production-first policy). An
     /// overbook scene may carry detector settings, compared in the same run:
-    /// overbook@floor=0.10 (several joined by +).
+    /// overbook@floor=0.10 (several joined by +), and a CPU ceiling for its
+    /// best-effort jobs: cpu_max=CPUS, or cpu_leftover=TARGET (what a node
+    /// CPU target leaves, docs/agent.md [cpu]).
     #[arg(
         long,
         value_delimiter = ',',

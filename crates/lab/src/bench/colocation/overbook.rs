@@ -209,7 +209,10 @@ pub(super) fn check_policy(policy: &str) -> Result<(), String> {
 /// The agent's configuration for the scene of `policy`: `overbook` (the
 /// agent's default, production-first policy) or `overbook-<preemptor>`
 /// (000's detector with that preemptor), either with detector settings
-/// after an `@` (`overbook@floor=0.10+production_stall=0.05`).
+/// after an `@` (`overbook@floor=0.10+production_stall=0.05`), and the
+/// best-effort CPU ceiling: `cpu_max=CPUS` (`[cpu] best-effort-max`) or
+/// `cpu_leftover=TARGET` (`best-effort-max = "leftover"` with that
+/// `busy-target`).
 fn config_text(
     root: &str,
     policy: &str,
@@ -223,6 +226,7 @@ fn config_text(
         None => (policy, Vec::new()),
     };
     let mut detector_keys = String::new();
+    let mut cpu_keys = String::new();
     for setting in settings {
         // `overbook@` or `a=1++b=2` would name a scene apart from the one
         // its settings make, and two names for one scene compare nothing.
@@ -240,7 +244,12 @@ fn config_text(
         let number = value.parse::<f64>().ok().filter(|n| n.is_finite()).ok_or_else(|| {
             format!("policy {policy:?}: {key}={value:?}: the value must be a number")
         })?;
-        detector_keys.push_str(&format!("{key} = {number:?}\n"));
+        match key {
+            "cpu_max" => cpu_keys.push_str(&format!("best-effort-max = {number:?}\n")),
+            "cpu_leftover" => cpu_keys
+                .push_str(&format!("best-effort-max = \"leftover\"\nbusy-target = {number:?}\n")),
+            _ => detector_keys.push_str(&format!("{key} = {number:?}\n")),
+        }
     }
     // 000's detector waits a sync period after its kills; the
     // production-first launcher holds while anyone thrashes instead.
@@ -266,7 +275,8 @@ fn config_text(
          hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n\
          [policy.detector]\nkind = \"{detector}\"\n{detector_keys}\
          [policy.preemptor]\nkind = \"{preemptor}\"\n\
-         [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n",
+         [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n\
+         [cpu]\n{cpu_keys}",
         tasks.display(),
         headroom as f64 / capacity as f64,
         images.display(),
@@ -299,6 +309,18 @@ mod tests {
         .expect("valid");
         let cfg = AgentConfig::parse(&text, "test").expect("parses");
         assert_eq!(cfg.policy.detector.floor(), 0.1);
+        let cpu = |policy: &str| {
+            let text = config_text("n", policy, Path::new("/t"), Path::new("/i"), 1 << 30, 1 << 20)
+                .expect("valid");
+            AgentConfig::parse(&text, "test").expect("parses").cpu.best_effort_max
+        };
+        use overbook_agent::config::CpuCeiling;
+        assert_eq!(cpu("overbook"), CpuCeiling::Unlimited);
+        assert_eq!(cpu("overbook@cpu_max=0.25"), CpuCeiling::Fixed(0.25));
+        assert_eq!(
+            cpu("overbook@floor=0.1+cpu_leftover=0.4"),
+            CpuCeiling::Leftover { busy_target: 0.4, floor: CpuCeiling::FLOOR }
+        );
         assert!(check_policy("overbook").is_ok());
         assert!(check_policy("overbook-kill@tolerance=5").is_ok());
         for (bad, says) in [
@@ -310,6 +332,8 @@ mod tests {
             ("overbook@floor=NaN", "must be a number"),
             ("overbook@Floor=0.1", "not a detector key"),
             ("overbook@flor=0.1", "flor"),
+            ("overbook@cpu_leftover=2", "cpu.busy-target"),
+            ("overbook@cpu_max=0", "cpu.best-effort-max"),
             ("overbook-kill@floor=0.1", "floor"),
             ("overbook-fast@floor=0.1", "not one of overbook's scenes"),
             ("static@floor=0.1", "not one of overbook's scenes"),
