@@ -212,7 +212,8 @@ pub(super) fn check_policy(policy: &str) -> Result<(), String> {
 /// after an `@` (`overbook@floor=0.10+production_stall=0.05`), and the
 /// best-effort CPU ceiling: `cpu_max=CPUS` (`[cpu] best-effort-max`) or
 /// `cpu_leftover=TARGET` (`best-effort-max = "leftover"` with that
-/// `busy-target`).
+/// `busy-target`), and the launcher's `headroom=SHARE` of the node (a
+/// tenth by default, as the static partition's jobs keep).
 fn config_text(
     root: &str,
     policy: &str,
@@ -227,6 +228,7 @@ fn config_text(
     };
     let mut detector_keys = String::new();
     let mut cpu_keys = String::new();
+    let mut headroom_share = headroom as f64 / capacity as f64;
     for setting in settings {
         // `overbook@` or `a=1++b=2` would name a scene apart from the one
         // its settings make, and two names for one scene compare nothing.
@@ -245,6 +247,7 @@ fn config_text(
             format!("policy {policy:?}: {key}={value:?}: the value must be a number")
         })?;
         match key {
+            "headroom" => headroom_share = number,
             "cpu_max" => cpu_keys.push_str(&format!("best-effort-max = {number:?}\n")),
             "cpu_leftover" => cpu_keys
                 .push_str(&format!("best-effort-max = \"leftover\"\nbusy-target = {number:?}\n")),
@@ -278,7 +281,7 @@ fn config_text(
          [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n\
          [cpu]\n{cpu_keys}",
         tasks.display(),
-        headroom as f64 / capacity as f64,
+        headroom_share,
         images.display(),
     ))
 }
@@ -316,6 +319,17 @@ mod tests {
         };
         use overbook_agent::config::CpuCeiling;
         assert_eq!(cpu("overbook"), CpuCeiling::Unlimited);
+        let text = config_text(
+            "n",
+            "overbook@headroom=0.2",
+            Path::new("/t"),
+            Path::new("/i"),
+            1 << 30,
+            1 << 20,
+        )
+        .expect("valid");
+        let launcher = AgentConfig::parse(&text, "test").expect("parses").policy.launcher;
+        assert_eq!(launcher.headroom, 0.2, "the scene's headroom, not the bench's");
         assert_eq!(cpu("overbook@cpu_max=0.25"), CpuCeiling::Fixed(0.25));
         assert_eq!(
             cpu("overbook@floor=0.1+cpu_leftover=0.4"),
@@ -334,6 +348,7 @@ mod tests {
             ("overbook@flor=0.1", "flor"),
             ("overbook@cpu_leftover=2", "cpu.busy-target"),
             ("overbook@cpu_max=0", "cpu.best-effort-max"),
+            ("overbook@headroom=2", "headroom"),
             ("overbook-kill@floor=0.1", "floor"),
             ("overbook-fast@floor=0.1", "not one of overbook's scenes"),
             ("static@floor=0.1", "not one of overbook's scenes"),
