@@ -27,7 +27,7 @@ struct NodeRoot(String);
 
 impl Drop for NodeRoot {
     fn drop(&mut self) {
-        for hierarchy in ["memory", "freezer", "cpu"] {
+        for hierarchy in ["memory", "freezer", "cpu", "cpuacct"] {
             let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{hierarchy}/{}", self.0));
         }
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{}", self.0));
