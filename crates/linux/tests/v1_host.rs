@@ -367,17 +367,11 @@ fn a_container_s_cpu_time_is_counted_in_its_cpuacct_mirror() {
     assert!(mirror.is_dir(), "made with the container: {}", mirror.display());
     let mut worker = spawn_worker(&mut scratch);
     assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
-    let used = |cg: &V1Cgroups| cg.cpu_used(&be).expect("reads").done().expect("there");
-    let before = used(&cg);
+    let before = cg.cpu_used(&be).expect("reads").done().expect("there");
     writeln!(worker.stdin, "go").expect("start worker");
-    let mut now = before;
-    assert!(
-        poll(SETTLE, || {
-            now = used(&cg);
-            now >= before + Duration::from_millis(100)
-        }),
-        "a spinning member's CPU time is counted: {before:?} then {now:?}"
-    );
+    let by = Duration::from_millis(100);
+    let (grew, now) = common::cpu_used_grows(&cg, &be, before, by, SETTLE);
+    assert!(grew, "a spinning member's CPU time is counted: {before:?} then {now:?}");
     let procs = std::fs::read_to_string(mirror.join("cgroup.procs")).expect("read");
     assert!(procs.lines().any(|l| l == worker.pid.to_string()), "{procs}");
     let report = cg.kill(&be).expect("kills").done().expect("there");

@@ -611,17 +611,11 @@ fn vm_a_container_s_cpu_time_is_counted_in_its_cpu_stat() {
     scratch.create(&be, None);
     let mut worker = Worker::python(&mut scratch, Work::Spin, 8, 0);
     assert_eq!(cg.add_process(&be, worker.pid).expect("moves"), Outcome::Done(()));
-    let used = |cg: &V2Cgroups| cg.cpu_used(&be).expect("reads").done().expect("there");
-    let before = used(&cg);
+    let before = cg.cpu_used(&be).expect("reads").done().expect("there");
     worker.start(0);
-    let mut now = before;
-    assert!(
-        poll(SETTLE, || {
-            now = used(&cg);
-            now >= before + Duration::from_millis(100)
-        }),
-        "a spinning member's CPU time is counted: {before:?} then {now:?}"
-    );
+    let by = Duration::from_millis(100);
+    let (grew, now) = common::cpu_used_grows(&cg, &be, before, by, SETTLE);
+    assert!(grew, "a spinning member's CPU time is counted: {before:?} then {now:?}");
     let gone = node.child("never-made").expect("valid");
     assert_eq!(cg.cpu_used(&gone).expect("no error"), Outcome::Vanished);
 }

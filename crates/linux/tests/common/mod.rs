@@ -94,6 +94,24 @@ pub fn throttled_within(dir: &std::path::Path, within: Duration) -> (bool, Strin
     (poll(within, throttled), read())
 }
 
+/// Waits until `container`'s CPU time (`cpu_used`) has grown by `by`
+/// past `before`; returns whether it did within `within`, and the last
+/// reading.
+pub fn cpu_used_grows<C: ContainerControl>(
+    cg: &C,
+    container: &ContainerPath,
+    before: Duration,
+    by: Duration,
+    within: Duration,
+) -> (bool, Duration) {
+    let mut now = before;
+    let grew = poll(within, || {
+        now = cg.cpu_used(container).expect("reads").done().expect("there");
+        now >= before + by
+    });
+    (grew, now)
+}
+
 /// Polls `done` until it holds or `within` passes; returns whether it held.
 pub fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
