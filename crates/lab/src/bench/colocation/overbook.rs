@@ -301,34 +301,18 @@ mod tests {
 
     #[test]
     fn a_scene_s_detector_settings_reach_its_agent_or_fail_by_name() {
-        let text = config_text(
-            "n",
-            "overbook@floor=0.1+production_stall=0.05",
-            Path::new("/t"),
-            Path::new("/i"),
-            1 << 30,
-            100 << 20,
-        )
-        .expect("valid");
-        let cfg = AgentConfig::parse(&text, "test").expect("parses");
-        assert_eq!(cfg.policy.detector.floor(), 0.1);
-        let cpu = |policy: &str| {
+        // The agent's configuration of a scene of `policy` on a 1 GiB node.
+        let parsed = |policy: &str| {
             let text = config_text("n", policy, Path::new("/t"), Path::new("/i"), 1 << 30, 1 << 20)
                 .expect("valid");
-            AgentConfig::parse(&text, "test").expect("parses").cpu.best_effort_max
+            AgentConfig::parse(&text, "test").expect("parses")
         };
+        let cfg = parsed("overbook@floor=0.1+production_stall=0.05");
+        assert_eq!(cfg.policy.detector.floor(), 0.1);
+        let cpu = |policy: &str| parsed(policy).cpu.best_effort_max;
         use overbook_agent::config::CpuCeiling;
         assert_eq!(cpu("overbook"), CpuCeiling::Unlimited);
-        let text = config_text(
-            "n",
-            "overbook@headroom=0.2",
-            Path::new("/t"),
-            Path::new("/i"),
-            1 << 30,
-            1 << 20,
-        )
-        .expect("valid");
-        let launcher = AgentConfig::parse(&text, "test").expect("parses").policy.launcher;
+        let launcher = parsed("overbook@headroom=0.2").policy.launcher;
         assert_eq!(launcher.headroom, 0.2, "the scene's headroom, not the bench's");
         assert_eq!(cpu("overbook@cpu_max=0.25"), CpuCeiling::Fixed(0.25));
         assert_eq!(
