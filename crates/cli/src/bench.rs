@@ -106,7 +106,8 @@ pub struct ColocationArgs {
     /// overbook@floor=0.10 (several joined by +), and a CPU ceiling for its
     /// best-effort jobs: cpu_max=CPUS, or cpu_leftover=TARGET (what a node
     /// CPU target leaves, docs/agent.md [cpu]); headroom=SHARE sets its
-    /// launcher's headroom (0.1 by default).
+    /// launcher's headroom (0.1 by default), sample=SECONDS its agent's
+    /// sample period (0.1 by default).
     #[arg(
         long,
         value_delimiter = ',',

@@ -212,8 +212,9 @@ pub(super) fn check_policy(policy: &str) -> Result<(), String> {
 /// after an `@` (`overbook@floor=0.10+production_stall=0.05`), and the
 /// best-effort CPU ceiling: `cpu_max=CPUS` (`[cpu] best-effort-max`) or
 /// `cpu_leftover=TARGET` (`best-effort-max = "leftover"` with that
-/// `busy-target`), and the launcher's `headroom=SHARE` of the node (a
-/// tenth by default, as the static partition's jobs keep).
+/// `busy-target`), the launcher's `headroom=SHARE` of the node (a
+/// tenth by default, as the static partition's jobs keep), and the agent's
+/// `sample=SECONDS` (`agent.sample_period`, 0.1 by default).
 fn config_text(
     root: &str,
     policy: &str,
@@ -229,6 +230,7 @@ fn config_text(
     let mut detector_keys = String::new();
     let mut cpu_keys = String::new();
     let mut headroom_share = headroom as f64 / capacity as f64;
+    let mut sample_period = 0.1;
     for setting in settings {
         // `overbook@` or `a=1++b=2` would name a scene apart from the one
         // its settings make, and two names for one scene compare nothing.
@@ -248,6 +250,7 @@ fn config_text(
         })?;
         match key {
             "headroom" => headroom_share = number,
+            "sample" => sample_period = number,
             "cpu_max" => cpu_keys.push_str(&format!("best-effort-max = {number:?}\n")),
             "cpu_leftover" => cpu_keys
                 .push_str(&format!("best-effort-max = \"leftover\"\nbusy-target = {number:?}\n")),
@@ -271,7 +274,7 @@ fn config_text(
     // that pace held production's memory for seconds.
     Ok(format!(
         "[node]\nroot = \"{root}\"\ncapacity = {capacity}\n\
-         [agent]\nstate_db = \"\"\nsample_period = 0.1\ntask_log_dir = \"{}\"\n\
+         [agent]\nstate_db = \"\"\nsample_period = {sample_period:?}\ntask_log_dir = \"{}\"\n\
          [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
          [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
          [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
@@ -298,6 +301,7 @@ fn task_of(e: &Event) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_scene_s_detector_settings_reach_its_agent_or_fail_by_name() {
@@ -314,6 +318,9 @@ mod tests {
         assert_eq!(cpu("overbook"), CpuCeiling::Unlimited);
         let launcher = parsed("overbook@headroom=0.2").policy.launcher;
         assert_eq!(launcher.headroom, 0.2, "the scene's headroom, not the bench's");
+        let agent = |policy: &str| parsed(policy).sample_period;
+        assert_eq!(agent("overbook"), Duration::from_millis(100));
+        assert_eq!(agent("overbook@sample=1"), Duration::from_secs(1));
         assert_eq!(cpu("overbook@cpu_max=0.25"), CpuCeiling::Fixed(0.25));
         assert_eq!(
             cpu("overbook@floor=0.1+cpu_leftover=0.4"),
@@ -333,6 +340,7 @@ mod tests {
             ("overbook@cpu_leftover=2", "cpu.busy-target"),
             ("overbook@cpu_max=0", "cpu.best-effort-max"),
             ("overbook@headroom=2", "headroom"),
+            ("overbook@sample=0", "sample_period"),
             ("overbook-kill@floor=0.1", "floor"),
             ("overbook-fast@floor=0.1", "not one of overbook's scenes"),
             ("static@floor=0.1", "not one of overbook's scenes"),
