@@ -136,6 +136,38 @@ fn with_resync_on_finish_a_finished_task_s_memory_is_used_at_once_not_a_period_l
     assert_eq!(first_launch, [Some(10), Some(2)]);
 }
 
+/// With `launch_gap`, what fits starts one at a time, a gap apart, resumes
+/// first; the room is charged as before, and the next start is when the
+/// launcher asks to be woken.
+#[test]
+fn with_a_launch_gap_what_fits_starts_one_at_a_time() {
+    let mut l = Launcher::new(LaunchConfig {
+        launch_gap: 2.0,
+        delay_after_kill: false,
+        ..LaunchConfig::default()
+    });
+    let n = node(16 * GB, 6 * GB);
+    for id in 0..4 {
+        l.submit(secs(0), be(id, 1, GB), &n);
+    }
+    l.preempted(secs(0));
+    l.suspended(secs(0), be(9, 1, GB), GB);
+    assert_eq!(poll(&mut l, secs(0), &n), vec![('R', 9)], "the resume first, alone");
+    assert_eq!(l.wake_at(), Some(secs(2)));
+    assert!(poll(&mut l, secs(1), &n).is_empty(), "within the gap nothing starts");
+    assert_eq!(poll(&mut l, secs(2), &n), vec![('L', 0)]);
+    assert_eq!(poll(&mut l, secs(4), &n), vec![('L', 1)]);
+    assert_eq!(l.wake_at(), Some(secs(6)));
+    // Without the gap all five start at once, into the same 6 GB.
+    let mut l = launcher(AdmissionMode::Snapshot);
+    for id in 0..4 {
+        l.submit(secs(0), be(id, 1, GB), &n);
+    }
+    assert_eq!(poll(&mut l, secs(0), &n).len(), 4);
+    let e = LaunchConfig { launch_gap: 61.0, ..LaunchConfig::default() }.validate();
+    assert!(e.expect_err("61 s").to_string().contains("launch_gap"));
+}
+
 #[test]
 fn a_finish_soon_after_a_preemption_waits_for_the_periodic_sync() {
     let before = node(16 * GB, GB);
@@ -512,6 +544,7 @@ fn the_launcher_section_parses_from_toml() {
         hold_while_thrashing = true
         max_restarts = 4
         restart_backoff = 0.5
+        launch_gap = 1.5
         "#,
     )
     .unwrap();
@@ -530,6 +563,7 @@ fn the_launcher_section_parses_from_toml() {
         hold_while_thrashing: true,
         max_restarts: 4,
         restart_backoff: 0.5,
+        launch_gap: 1.5,
     };
     assert_eq!(f.launcher, want);
     assert_eq!(f.launcher.validate(), Ok(()));

@@ -214,7 +214,8 @@ pub(super) fn check_policy(policy: &str) -> Result<(), String> {
 /// `cpu_leftover=TARGET` (`best-effort-max = "leftover"` with that
 /// `busy-target`), the launcher's `headroom=SHARE` of the node (a
 /// tenth by default, as the static partition's jobs keep), and the agent's
-/// `sample=SECONDS` (`agent.sample_period`, 0.1 by default).
+/// `sample=SECONDS` (`agent.sample_period`, 0.1 by default), and
+/// `launch_gap=SECONDS` (`policy.launcher.launch_gap`: starts that far apart).
 fn config_text(
     root: &str,
     policy: &str,
@@ -231,6 +232,7 @@ fn config_text(
     let mut cpu_keys = String::new();
     let mut headroom_share = headroom as f64 / capacity as f64;
     let mut sample_period = 0.1;
+    let mut launcher_keys = String::new();
     for setting in settings {
         // `overbook@` or `a=1++b=2` would name a scene apart from the one
         // its settings make, and two names for one scene compare nothing.
@@ -251,6 +253,7 @@ fn config_text(
         match key {
             "headroom" => headroom_share = number,
             "sample" => sample_period = number,
+            "launch_gap" => launcher_keys.push_str(&format!("launch_gap = {number:?}\n")),
             "cpu_max" => cpu_keys.push_str(&format!("best-effort-max = {number:?}\n")),
             "cpu_leftover" => cpu_keys
                 .push_str(&format!("best-effort-max = \"leftover\"\nbusy-target = {number:?}\n")),
@@ -278,7 +281,7 @@ fn config_text(
          [[classes]]\npattern = \"be-*\"\nclass = \"best-effort\"\n\
          [[classes]]\npattern = \"prod-*\"\nclass = \"critical\"\n\
          [policy.launcher]\nheadroom = {:.4}\ncharge_until_peak = true\n\
-         hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n\
+         hold_while_thrashing = true\ndelay_after_kill = {delay_after_kill}\n{launcher_keys}\
          [policy.detector]\nkind = \"{detector}\"\n{detector_keys}\
          [policy.preemptor]\nkind = \"{preemptor}\"\n\
          [checkpoint]\nimages_dir = \"{}\"\npre_dump_interval = 0\ntimeout = 120\n\
@@ -318,6 +321,7 @@ mod tests {
         assert_eq!(cpu("overbook"), CpuCeiling::Unlimited);
         let launcher = parsed("overbook@headroom=0.2").policy.launcher;
         assert_eq!(launcher.headroom, 0.2, "the scene's headroom, not the bench's");
+        assert_eq!(parsed("overbook@launch_gap=1").policy.launcher.launch_gap, 1.0);
         let agent = |policy: &str| parsed(policy).sample_period;
         assert_eq!(agent("overbook"), Duration::from_millis(100));
         assert_eq!(agent("overbook@sample=1"), Duration::from_secs(1));
@@ -341,6 +345,7 @@ mod tests {
             ("overbook@cpu_max=0", "cpu.best-effort-max"),
             ("overbook@headroom=2", "headroom"),
             ("overbook@sample=0", "sample_period"),
+            ("overbook@launch_gap=-1", "launch_gap"),
             ("overbook-kill@floor=0.1", "floor"),
             ("overbook-fast@floor=0.1", "not one of overbook's scenes"),
             ("static@floor=0.1", "not one of overbook's scenes"),
