@@ -107,7 +107,8 @@ pub struct ColocationArgs {
     /// best-effort jobs: cpu_max=CPUS, or cpu_leftover=TARGET (what a node
     /// CPU target leaves, docs/agent.md [cpu]); headroom=SHARE sets its
     /// launcher's headroom (0.1 by default), sample=SECONDS its agent's
-    /// sample period (0.1 by default).
+    /// sample period (0.1 by default), launch_gap=SECONDS the least time
+    /// between two of its launcher's starts (0 by default).
     #[arg(
         long,
         value_delimiter = ',',
