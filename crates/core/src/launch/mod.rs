@@ -148,8 +148,9 @@ pub struct LaunchConfig {
     /// Least seconds between two starts (launches or resumes) on a node,
     /// [0, 60]; 0 starts everything that fits at once (000). A start is a
     /// burst of first touches the kernel serves while production waits:
-    /// on `bench colocation`'s node PostgreSQL stalled 5-16 ms at each
-    /// batch of starts, nowhere else. One at a time spreads the bursts.
+    /// on `bench colocation`'s node PostgreSQL's slowest 100 ms windows
+    /// were at batches of starts. One at a time spreads the bursts (off by
+    /// default: there it cost more best-effort work than it saved tail).
     pub launch_gap: f64,
 }
 

@@ -213,9 +213,9 @@ pub(super) fn check_policy(policy: &str) -> Result<(), String> {
 /// best-effort CPU ceiling: `cpu_max=CPUS` (`[cpu] best-effort-max`) or
 /// `cpu_leftover=TARGET` (`best-effort-max = "leftover"` with that
 /// `busy-target`), the launcher's `headroom=SHARE` of the node (a
-/// tenth by default, as the static partition's jobs keep), and the agent's
-/// `sample=SECONDS` (`agent.sample_period`, 0.1 by default), and
-/// `launch_gap=SECONDS` (`policy.launcher.launch_gap`: starts that far apart).
+/// tenth by default, as the static partition's jobs keep) and its
+/// `launch_gap=SECONDS` (starts that far apart), and the agent's
+/// `sample=SECONDS` (`agent.sample_period`, 0.1 by default).
 fn config_text(
     root: &str,
     policy: &str,
