@@ -361,6 +361,7 @@ fn need_root(what: &str) -> Result<()> {
 
 fn kill_latency(args: KillLatencyArgs) -> Result<()> {
     need_root("bench kill-latency")?;
+    check_out(args.out.as_deref())?;
     let size = |s: &str| {
         overbook_agent::config::parse_size_text(s).map_err(|e| anyhow::anyhow!("{s:?}: {e}"))
     };
@@ -516,6 +517,7 @@ fn kill_table(r: &KillLatencyReport) -> String {
 
 fn agent_overhead(args: OverheadArgs) -> Result<()> {
     need_root("bench agent-overhead")?;
+    check_out(args.out.as_deref())?;
     if !(args.period >= 0.01 && args.period <= 60.0) {
         anyhow::bail!("--period must be in [0.01, 60] seconds");
     }
@@ -574,6 +576,7 @@ fn overhead_table(r: &OverheadReport) -> String {
 fn kubernetes(args: KubernetesArgs) -> Result<()> {
     use overbook_lab::bench::kubernetes::{self, KubePlan, Progress};
     need_root("bench kubernetes")?;
+    check_out(args.out.as_deref())?;
     if !(2..=1000).contains(&args.pods) {
         anyhow::bail!("--pods must be from 2 to 1000, not {}", args.pods);
     }
@@ -784,6 +787,7 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
 fn reclaim(args: ReclaimArgs) -> Result<()> {
     use overbook_lab::bench::reclaim::{self, ReclaimPlan, Scenario};
     need_root("bench reclaim")?;
+    check_out(args.out.as_deref())?;
     if !(args.scale.is_finite() && (0.05..=4.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.05 to 4, not {}", args.scale);
     }
@@ -819,6 +823,7 @@ fn reclaim(args: ReclaimArgs) -> Result<()> {
 fn preemption(args: PreemptionArgs) -> Result<()> {
     use overbook_lab::bench::preemption::{self, PreemptionPlan};
     need_root("bench preemption")?;
+    check_out(args.out.as_deref())?;
     if !(args.scale.is_finite() && (0.1..=2.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.1 to 2, not {}", args.scale);
     }
@@ -854,6 +859,20 @@ fn preemption(args: PreemptionArgs) -> Result<()> {
 
 /// The end of a real-node benchmark: its report as JSON where asked, and
 /// the word that it cleaned up after itself.
+/// Refuse an `--out` the report could not be written to, before a run of
+/// minutes is spent: a directory, or a file in a directory that is not there.
+fn check_out(out: Option<&std::path::Path>) -> Result<()> {
+    let Some(out) = out else { return Ok(()) };
+    if out.is_dir() {
+        anyhow::bail!("--out {}: is a directory; give the report's file name", out.display());
+    }
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent.filter(|p| !p.is_dir()) {
+        anyhow::bail!("--out {}: no directory {}", out.display(), parent.display());
+    }
+    Ok(())
+}
+
 fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Result<()> {
     if let Some(out) = out {
         std::fs::write(out, serde_json::to_string_pretty(report)?)
@@ -867,6 +886,7 @@ fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Resu
 fn checkpoint(args: CheckpointArgs) -> Result<()> {
     use overbook_lab::bench::checkpoint::{self, CheckpointPlan};
     need_root("bench checkpoint")?;
+    check_out(args.out.as_deref())?;
     if !(args.scale.is_finite() && (0.01..=64.0).contains(&args.scale)) {
         anyhow::bail!("--scale must be from 0.01 to 64, not {}", args.scale);
     }
@@ -926,6 +946,7 @@ fn colocation(args: ColocationArgs) -> Result<()> {
             anyhow::bail!("--plot {}: give a .svg or .png file", plot.display());
         }
     }
+    check_out(args.out.as_deref())?;
     if let Some(from) = &args.from {
         let text =
             std::fs::read_to_string(from).with_context(|| format!("--from {}", from.display()))?;

@@ -127,4 +127,17 @@ fn a_report_is_shown_again_from_its_json() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(says), "{stderr}");
     }
+    // An `--out` the report could not be written to is refused before
+    // anything runs, not after the last scene (`--seconds 1`, refused
+    // later, keeps a broken check from starting a run).
+    let missing = dir.path().join("no-such-dir/report.json");
+    for (target, says) in [(dir.path(), "is a directory"), (missing.as_path(), "no directory")] {
+        let out = std::process::Command::new(overbook)
+            .args(["bench", "colocation", "--seconds", "1", "--out"])
+            .arg(target)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{stderr}");
+    }
 }
