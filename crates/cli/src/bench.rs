@@ -857,8 +857,6 @@ fn preemption(args: PreemptionArgs) -> Result<()> {
     Ok(())
 }
 
-/// The end of a real-node benchmark: its report as JSON where asked, and
-/// the word that it cleaned up after itself.
 /// Refuse an `--out` the report could not be written to, before a run of
 /// minutes is spent: a directory, or a file in a directory that is not there.
 fn check_out(out: Option<&std::path::Path>) -> Result<()> {
@@ -873,6 +871,8 @@ fn check_out(out: Option<&std::path::Path>) -> Result<()> {
     Ok(())
 }
 
+/// The end of a real-node benchmark: its report as JSON where asked, and
+/// the word that it cleaned up after itself.
 fn finish(out: Option<&std::path::Path>, report: &impl serde::Serialize) -> Result<()> {
     if let Some(out) = out {
         std::fs::write(out, serde_json::to_string_pretty(report)?)
