@@ -129,6 +129,8 @@ pub struct Runner {
     programs: Programs,
     tries: Vec<u32>,
     pub counts: BatchCounts,
+    /// When each job started, for where production's tail falls.
+    pub start_times: Vec<Instant>,
 }
 
 impl Runner {
@@ -150,6 +152,7 @@ impl Runner {
             programs: programs.clone(),
             tries: vec![0; n],
             counts: BatchCounts::default(),
+            start_times: Vec::new(),
         }
     }
 
@@ -244,7 +247,9 @@ impl Runner {
             .spawn()
             .map_err(|e| format!("cannot start {name}: {e}"))?;
         self.counts.started += 1;
-        self.running.push(Running { job, container, child, started: Instant::now() });
+        let started = Instant::now();
+        self.start_times.push(started);
+        self.running.push(Running { job, container, child, started });
         Ok(())
     }
 

@@ -113,18 +113,74 @@ pub fn redis_benchmark_histogram(out: &str) -> Result<(Histogram, u64, f64), Str
     Ok((h, last, seconds))
 }
 
+/// A window of [`Windows`], in microseconds.
+pub const WINDOW_US: u64 = 100_000;
+/// What [`Windows`] counts as slow, in microseconds: on the reference host
+/// isolated PostgreSQL's p99 is 1.1-1.2 ms, so a transaction over 2 ms is
+/// one that something beside it held up.
+pub const SLOW_US: u64 = 2_000;
+
+/// Windows kept: a day's, far past any scene.
+pub const MAX_WINDOWS: usize = 864_000;
+
+/// A driver's transactions over time: for each [`WINDOW_US`] from its
+/// start, how many ended in it and how many of those took over
+/// [`SLOW_US`]. Where in a scene the tail is, beside what happened then.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Windows {
+    pub counts: Vec<[u32; 2]>,
+}
+
+impl Windows {
+    /// A transaction of `us` microseconds ended `since_us` after the start
+    /// (past [`MAX_WINDOWS`], a clock that jumped: not counted here).
+    pub fn add(&mut self, since_us: u64, us: u64) {
+        let Some(w) = usize::try_from(since_us / WINDOW_US).ok().filter(|&w| w < MAX_WINDOWS)
+        else {
+            return;
+        };
+        if self.counts.len() <= w {
+            self.counts.resize(w + 1, [0, 0]);
+        }
+        let c = &mut self.counts[w];
+        c[0] = c[0].saturating_add(1);
+        if us > SLOW_US {
+            c[1] = c[1].saturating_add(1);
+        }
+    }
+
+    pub fn merge(&mut self, other: &Windows) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), [0, 0]);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            a[0] = a[0].saturating_add(b[0]);
+            a[1] = a[1].saturating_add(b[1]);
+        }
+    }
+}
+
+/// A `pgbench -l` log, read.
+#[derive(Debug, Default)]
+pub struct PgbenchLog {
+    /// Latencies by the phase of the scene each transaction ended in.
+    pub phases: [Histogram; 3],
+    pub windows: Windows,
+    pub transactions: u64,
+}
+
 /// A `pgbench -l` per-transaction log (`client tx latency_us script epoch
-/// epoch_us [lag_us]`) as histograms of latencies by the phase of the
-/// scene each transaction ended in, and its count: `phase_of` maps its end
-/// (microseconds since the epoch) to 0, 1 or 2 (larger is taken as 2).
-/// Skipped transactions (`skipped` in the latency field, with
+/// epoch_us [lag_us]`) of a run that started at `origin_us` (microseconds
+/// since the epoch), split by the phase of the scene each transaction ended
+/// in (`phase_of` maps its end to 0, 1 or 2; larger is taken as 2) and by
+/// window. Skipped transactions (`skipped` in the latency field, with
 /// `--latency-limit`) are refused: the benchmark does not use that option.
-pub fn pgbench_log_phases(
+pub fn pgbench_log(
     text: &str,
+    origin_us: u64,
     phase_of: &dyn Fn(u64) -> usize,
-) -> Result<([Histogram; 3], u64), String> {
-    let mut phases: [Histogram; 3] = Default::default();
-    let mut n = 0;
+) -> Result<PgbenchLog, String> {
+    let mut log = PgbenchLog::default();
     for (i, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let number = |k: usize| fields.get(k).and_then(|f| f.parse::<u64>().ok());
@@ -132,10 +188,11 @@ pub fn pgbench_log_phases(
             return Err(format!("line {}: not a pgbench transaction line: {line:?}", i + 1));
         };
         let end = epoch.saturating_mul(1_000_000).saturating_add(epoch_us);
-        phases[phase_of(end).min(2)].add(us, 1);
-        n += 1;
+        log.phases[phase_of(end).min(2)].add(us, 1);
+        log.windows.add(end.saturating_sub(origin_us), us);
+        log.transactions += 1;
     }
-    Ok((phases, n))
+    Ok(log)
 }
 
 #[cfg(test)]
@@ -179,13 +236,14 @@ Cumulative distribution of latencies:
                     1% <= 1 milliseconds (cumulative count 5)\n\
                     2% <= 2 milliseconds (cumulative count 3)\n";
         assert!(redis_benchmark_histogram(down).expect_err("down").contains("goes down"));
-        let e = pgbench_log_phases("0 1 250 0 1700000000 1\n0 2 x 0 1 1\n", &|_| 0).expect_err("x");
+        let e = pgbench_log("0 1 250 0 1700000000 1\n0 2 x 0 1 1\n", 0, &|_| 0).expect_err("x");
         assert!(e.starts_with("line 2:"), "{e}");
     }
 
     #[test]
     fn pgbench_logs_and_merging() {
-        let whole = |log| pgbench_log_phases(log, &|_| 0).map(|([h, ..], n)| (h, n));
+        let whole =
+            |log| pgbench_log(log, 0, &|_| 0).map(|l| (l.phases[0].clone(), l.transactions));
         let (a, n) = whole("0 1 100 0 1 1\n1 1 300 0 1 2\n").expect("parses");
         let (b, _) = whole("0 2 200 0 1 3 0\n").expect("with lag");
         assert_eq!(n, 2);
@@ -201,12 +259,28 @@ Cumulative distribution of latencies:
     fn a_pgbench_log_splits_by_when_each_transaction_ended() {
         let log = "0 1 100 0 10 0\n0 2 900 0 20 500000\n1 1 300 0 30 0\n1 2 5 0 99 0\n";
         let phase_of = |end_us: u64| usize::try_from(end_us / 10_000_000).unwrap_or(9) - 1;
-        let ([a, b, c], n) = pgbench_log_phases(log, &phase_of).expect("parses");
+        let PgbenchLog { phases: [a, b, c], transactions: n, .. } =
+            pgbench_log(log, 0, &phase_of).expect("parses");
         assert_eq!(n, 4);
         assert_eq!((a.total(), b.total(), c.total()), (1, 1, 2));
         assert_eq!(b.percentile_ms(0.99), Some(0.9));
         assert_eq!(c.percentile_ms(1.0), Some(0.3));
-        let e = pgbench_log_phases("0 1 100 0 x 0\n", &|_| 0).expect_err("no epoch");
+        let e = pgbench_log("0 1 100 0 x 0\n", 0, &|_| 0).expect_err("no epoch");
         assert!(e.starts_with("line 1:"), "{e}");
+    }
+
+    #[test]
+    fn a_pgbench_log_counts_its_slow_transactions_by_window_from_its_start() {
+        // Started at 10 s: ends at 10.05 s, 10.25 s (slow), 10.29 s, 10.29 s (slow).
+        let log = "0 1 100 0 10 50000\n0 2 2500 0 10 250000\n1 1 2000 0 10 290000\n\
+                   1 2 9000 0 10 290000\n";
+        let l = pgbench_log(log, 10_000_000, &|_| 0).expect("parses");
+        assert_eq!(l.windows.counts, vec![[1, 0], [0, 0], [3, 2]]);
+        let mut both = l.windows.clone();
+        both.merge(&Windows { counts: vec![[1, 1]] });
+        assert_eq!(both.counts, vec![[2, 1], [0, 0], [3, 2]]);
+        // One ending before the start is counted in the first window.
+        let early = pgbench_log("0 1 3000 0 9 0\n", 10_000_000, &|_| 0).expect("parses");
+        assert_eq!(early.windows.counts, vec![[1, 1]]);
     }
 }

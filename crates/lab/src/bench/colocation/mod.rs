@@ -217,6 +217,12 @@ pub struct SceneResult {
     pub reruns: usize,
     /// overbook scenes: the agent's events by kind.
     pub agent_events: std::collections::BTreeMap<String, usize>,
+    /// PostgreSQL's transactions and slow ones (over `latency::SLOW_US`)
+    /// in each `latency::WINDOW_US` from its driver's start.
+    pub pg_windows: Vec<[u32; 2]>,
+    /// Seconds from the scene's start at which best-effort jobs started
+    /// (whoever started them: the bench's runner or the agent).
+    pub be_starts_s: Vec<f64>,
 }
 
 /// The whole run.
@@ -827,6 +833,7 @@ impl Run<'_> {
         let pg_m = pg_load.join().map_err(|_| "the PostgreSQL driver panicked")??;
         result.redis = ServiceResult::of(&redis_m);
         result.postgres = ServiceResult::of(&pg_m);
+        result.pg_windows = pg_m.windows.counts;
         result.fill_s = fill_s;
         watch.finish(&node, &mut result);
         match manager {
@@ -835,6 +842,11 @@ impl Run<'_> {
                 drop(earlyoom);
                 r.stop(&mut node);
                 result.batch = r.counts.clone();
+                result.be_starts_s = r
+                    .start_times
+                    .iter()
+                    .map(|t| t.saturating_duration_since(start).as_secs_f64())
+                    .collect();
             }
             Manager::Overbook(o) => {
                 let file =

@@ -166,7 +166,11 @@ impl OverbookScene {
                         r.batch.work_mib_steps += j.size / MIB * u64::from(j.steps);
                     }
                 }
-                EventKind::Started if task_of(e).starts_with("be-") => r.batch.started += 1,
+                EventKind::Started if task_of(e).starts_with("be-") => {
+                    r.batch.started += 1;
+                    // The agent's clock is the scene's (`tick`).
+                    r.be_starts_s.push(e.at);
+                }
                 EventKind::Preempted => {
                     let p = e.detail_as::<Preempted>().map_err(|err| format!("{e:?}: {err}"))?;
                     match p.how.as_str() {

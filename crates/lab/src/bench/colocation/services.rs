@@ -479,6 +479,9 @@ pub struct Measured {
     /// Latencies by the scene's phases ([`super::Phase`]): before the cache
     /// fill, during it, after it. The whole scene's is their merge.
     pub phases: [Histogram; 3],
+    /// Transactions and slow ones by window from the driver's start
+    /// (PostgreSQL's; Redis's driver reports only its rounds' histograms).
+    pub windows: super::latency::Windows,
     /// Rounds (or runs) the driver could not complete: the service died or
     /// stopped answering. The scene goes on; the report shows them.
     pub failures: Vec<String>,
@@ -571,12 +574,13 @@ pub fn pg_load(
             if e.file_name().to_string_lossy().starts_with("pgbench") {
                 let text = std::fs::read_to_string(e.path())
                     .map_err(|err| format!("{}: {err}", e.path().display()))?;
-                let (phases, n) = super::latency::pgbench_log_phases(&text, &phase_of)
+                let log = super::latency::pgbench_log(&text, start_us, &phase_of)
                     .map_err(|err| format!("{}: {err}", e.path().display()))?;
-                m.requests += n;
-                for (all, h) in m.phases.iter_mut().zip(&phases) {
+                m.requests += log.transactions;
+                for (all, h) in m.phases.iter_mut().zip(&log.phases) {
                     all.merge(h);
                 }
+                m.windows.merge(&log.windows);
             }
         }
         Ok(m)

@@ -65,6 +65,14 @@ pub struct PolicySummary {
     /// where the scenes have no phases.
     pub redis_p99_by_phase: Vec<f64>,
     pub pg_p99_by_phase: Vec<f64>,
+    /// PostgreSQL's transactions over `latency::SLOW_US` (a scene's mean);
+    /// of them, the share that ended within [`AFTER_START`] after a
+    /// best-effort start, and the share of the scene's time that is
+    /// (means over the scenes that have windows). Starts hold up production
+    /// when the first share is well above the second.
+    pub pg_slow_tx: f64,
+    pub pg_slow_after_starts: f64,
+    pub after_starts_time: f64,
     /// 95% bootstrap intervals of the means above, over the repeats.
     pub redis_throughput_ci: Interval,
     pub redis_p50_ci: Interval,
@@ -139,6 +147,36 @@ fn spread(xs: impl Iterator<Item = f64>) -> f64 {
 /// A figure of a scene.
 type Figure = fn(&SceneResult) -> f64;
 
+/// How long after a best-effort start a window counts as "after a start".
+pub const AFTER_START: f64 = 1.0;
+
+/// A scene's PostgreSQL windows beside its best-effort starts: its slow
+/// transactions, the share of them in windows that overlap the
+/// [`AFTER_START`] after a start, and the share of its windows that do.
+/// `None` for a scene with no windows (a report from before them).
+pub fn slow_after_starts(s: &SceneResult) -> Option<(f64, f64, f64)> {
+    if s.pg_windows.is_empty() {
+        return None;
+    }
+    let width = super::latency::WINDOW_US as f64 / 1e6;
+    let mut starts = s.be_starts_s.clone();
+    starts.sort_by(f64::total_cmp);
+    let (mut slow, mut slow_after, mut after) = (0u64, 0u64, 0usize);
+    for (w, &[_, n_slow]) in s.pg_windows.iter().enumerate() {
+        let from = w as f64 * width;
+        // A start in (from - AFTER_START, from + width): its second overlaps the window.
+        let k = starts.partition_point(|&t| t <= from - AFTER_START);
+        let near = starts.get(k).is_some_and(|&t| t < from + width);
+        slow += u64::from(n_slow);
+        if near {
+            slow_after += u64::from(n_slow);
+            after += 1;
+        }
+    }
+    let share = if slow > 0 { slow_after as f64 / slow as f64 } else { f64::NAN };
+    Some((slow as f64, share, after as f64 / s.pg_windows.len() as f64))
+}
+
 /// The ratios of one figure of `policy`'s scenes to the `reference`
 /// policy's scene of the same repeat (to the reference's mean when that
 /// repeat has none).
@@ -203,6 +241,8 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
             let (pg_throughput, pg_throughput_spread) = to("isolated", |s| s.postgres.throughput);
             let (pg_p99, pg_p99_spread) = to("isolated", |s| s.postgres.p99_ms);
             let (be_work, be_work_spread) = to("static", |s| s.batch.work_mib_steps as f64);
+            let windows: Vec<(f64, f64, f64)> =
+                scenes.iter().filter(|s| &s.policy == p).filter_map(slow_after_starts).collect();
             PolicySummary {
                 policy: p.clone(),
                 redis_throughput,
@@ -228,6 +268,9 @@ pub fn summarize(policies: &[String], scenes: &[SceneResult]) -> Vec<PolicySumma
                 prod_cpu_s: m(|s| s.prod_cpu_s),
                 be_cpu_s: m(|s| s.be_cpu_s),
                 bench_cpu_s: m(|s| s.bench_cpu_s),
+                pg_slow_tx: mean(windows.iter().map(|w| w.0)),
+                pg_slow_after_starts: mean(windows.iter().map(|w| w.1)),
+                after_starts_time: mean(windows.iter().map(|w| w.2)),
                 cpu_steal: m(|s| s.cpu_steal),
                 failures: scenes
                     .iter()
@@ -360,6 +403,27 @@ pub fn table(r: &ColocationReport) -> String {
             ));
         }
     }
+    if r.summary.iter().any(|s| s.pg_slow_tx.is_finite()) {
+        out.push_str(&format!(
+            "PostgreSQL's transactions over {} ms (a scene's), and the share of them that ended \
+             within {AFTER_START:.0} s after a best-effort start, against the share of the \
+             scene's time that is\n",
+            super::latency::SLOW_US as f64 / 1000.0
+        ));
+        out.push_str(&format!(
+            "{:<18} {:>8} {:>22}\n",
+            "policy", "slow tx", "after starts: tx / time"
+        ));
+        let pct = |x: f64| if x.is_finite() { format!("{:.0}%", x * 100.0) } else { "-".into() };
+        for s in r.summary.iter().filter(|s| s.pg_slow_tx.is_finite()) {
+            out.push_str(&format!(
+                "{:<18} {:>8} {:>22}\n",
+                s.policy,
+                f(s.pg_slow_tx, 0),
+                format!("{} / {}", pct(s.pg_slow_after_starts), pct(s.after_starts_time))
+            ));
+        }
+    }
     out
 }
 
@@ -463,6 +527,38 @@ mod tests {
         let s = summarize(&policies, &scenes);
         assert!(s[1].pg_p99_by_phase.is_empty());
         assert!(!table(&ColocationReport { summary: s, ..report(&scenes) }).contains("by phase"));
+    }
+
+    #[test]
+    fn slow_transactions_are_told_apart_by_whether_a_start_came_just_before() {
+        let mut s = scene("overbook", 0, 1.0, 0);
+        assert_eq!(slow_after_starts(&s), None, "no windows: nothing to say");
+        // Eleven windows of 100 ms; starts at 0.25 s and 0.95 s reach the
+        // windows from 0.2 s on (2 to 10).
+        s.pg_windows = vec![[10, 0]; 11];
+        s.pg_windows[0] = [10, 4];
+        s.pg_windows[2] = [10, 1];
+        s.pg_windows[10] = [10, 5];
+        s.be_starts_s = vec![0.95, 0.25];
+        let (slow, share, time) = slow_after_starts(&s).expect("windows");
+        assert_eq!(slow, 10.0);
+        assert!((share - 0.6).abs() < 1e-9, "{share}");
+        assert!((time - 9.0 / 11.0).abs() < 1e-9, "{time}");
+        // A start 1 s or more before a window does not reach it (1.0 s on).
+        s.be_starts_s = vec![0.0];
+        let (_, share, time) = slow_after_starts(&s).expect("windows");
+        assert!((share - 0.5).abs() < 1e-9, "{share}");
+        assert!((time - 10.0 / 11.0).abs() < 1e-9, "{time}");
+        s.be_starts_s = vec![];
+        assert_eq!(slow_after_starts(&s).map(|w| (w.1, w.2)), Some((0.0, 0.0)));
+        let policies = vec!["isolated".to_string(), "overbook".to_string()];
+        let scenes = [scene("isolated", 0, 1.0, 0), s];
+        let summary = summarize(&policies, &scenes);
+        assert!(summary[0].pg_slow_tx.is_nan());
+        assert_eq!(summary[1].pg_slow_tx, 10.0);
+        let text = table(&ColocationReport { summary, ..report(&scenes) });
+        assert!(text.contains("over 2 ms"), "{text}");
+        assert!(text.contains("0% / 0%"), "{text}");
     }
 
     #[test]
