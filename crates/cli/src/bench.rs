@@ -59,7 +59,9 @@ pub enum BenchCommand {
     /// partitioning, the kernel OOM killer, earlyoom, a 10%-free threshold
     /// killer, and overbook (kill, adaptive). Production throughput and
     /// p50/p99 against isolated, best-effort work against static, work
-    /// lost, kills, suspensions, checkpoints, seconds production stalled.
+    /// lost, kills, suspensions, checkpoints, seconds production stalled,
+    /// and PostgreSQL's transactions over 2 ms with the share of them
+    /// within 1 s after a best-effort start.
     Colocation(ColocationArgs),
     /// Issue 17's goals on a real control plane (root; `scripts/kube up`):
     /// the bench plays the kubelet of a Node it registers, with N pods
