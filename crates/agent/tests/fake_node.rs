@@ -222,12 +222,13 @@ fn a_frozen_container_is_thawed_by_the_policy_once_memory_is_back() {
 
 #[test]
 fn a_task_is_started_in_its_container_and_its_end_recorded() {
-    let node = FakeNode::new();
+    let mut node = FakeNode::new();
     let mut agent = node.agent("kill");
     agent.tick(Time::ZERO).expect("tick");
-    // The agent makes the container (an mkdir); the fake's directory needs
-    // the files a kernel would make with it, so they are there already.
-    node.cgroup("be-job", 0);
+    // The agent makes the container (an mkdir in each hierarchy); the
+    // fake's directories need the files a kernel would make with them, so
+    // they are there already.
+    cpu_cgroup(&mut node, "be-job");
     let marker = node.dir.path().join("ran");
     let request = RunRequest {
         name: "be-job".into(),
@@ -371,6 +372,64 @@ fn best_effort_containers_share_the_cpu_ceiling_and_production_has_none() {
     agent.tick(Time::from_secs(20)).expect("tick");
     assert_eq!(quota("be-d"), "-1", "frozen: no part");
     assert_eq!(quota("be-a"), "16667", "still split by three");
+}
+
+#[test]
+fn a_best_effort_task_the_agent_starts_has_its_cpu_share_and_ceiling_before_it_runs() {
+    let mut node = FakeNode::new();
+    let mut agent = node.agent_with("kill", "[cpu]\nbest-effort-max = 0.5\n");
+    agent.tick(Time::ZERO).expect("tick");
+    // The files a kernel would make with the container's directories.
+    cpu_cgroup(&mut node, "be-job");
+    let mirror = node.cpu().join("node/be-job");
+    let seen = node.dir.path().join("seen");
+    let request = RunRequest {
+        name: "be-job".into(),
+        class: Class::BestEffort,
+        mem_peak: Some(4 * MIB),
+        job: None,
+        weight: None,
+        // What its cpu cgroup says when its command first runs.
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "echo $(cat {}) $(cat {}) > {}",
+                mirror.join("cpu.shares").display(),
+                mirror.join("cpu.cfs_quota_us").display(),
+                seen.display()
+            ),
+        ],
+        cwd: None,
+    };
+    agent.submit(Time::from_secs(1), request).expect("admitted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut s = 2;
+    while !kinds(&agent).iter().any(|k| k == "finished") {
+        assert!(std::time::Instant::now() < deadline, "never finished: {:?}", kinds(&agent));
+        agent.tick(Time::from_secs(s)).expect("tick");
+        s += 1;
+    }
+    assert_eq!(
+        fs::read_to_string(&seen).expect("the command ran"),
+        "2 50000\n",
+        "the lowest weight and the whole half CPU (no other best-effort container runs)"
+    );
+    let before: Vec<String> = (agent.events().recent())
+        .filter(|e| e.detail["before_start"] == true)
+        .map(|e| format!("{} {}", e.kind.as_str(), e.detail["set"]))
+        .collect();
+    assert_eq!(
+        before,
+        [
+            "cpu-share \"cpu.shares = 2\"",
+            "cpu-max \"cpu.cfs_quota_us = 50000 of cpu.cfs_period_us = 100000\""
+        ],
+        "{:?}",
+        kinds(&agent)
+    );
+    let shares = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-share").count();
+    assert_eq!(shares, 1, "not set again when a full read finds it: {:?}", kinds(&agent));
 }
 
 /// A container with its cpu and cpuacct mirrors as a kernel makes them,

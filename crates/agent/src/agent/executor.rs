@@ -534,6 +534,75 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         self.cpu_shared.retain(|id| view.by_id(*id).is_some());
     }
 
+    /// A task the agent starts gets its class's CPU share, and a
+    /// best-effort one a ceiling, in its container before its process
+    /// exists: found only at the next full read (up to a calm period
+    /// later), it would run that long at the kernel's default weight,
+    /// beside production as an equal, and its start (exec, its first touch
+    /// of its memory) is the burst that most needs to yield. The ceiling is
+    /// the smallest one in force on another best-effort container, else its
+    /// part of a fixed ceiling (or of a leftover one's floor) split with
+    /// those running; the next full read splits it again. Said as at a
+    /// full read, and not said again there.
+    pub(super) fn cpu_before_start(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        path: &ContainerPath,
+        class: Class,
+    ) {
+        if self.view.pods() {
+            return;
+        }
+        if let Some(share) = self.cpu.of(class) {
+            self.cpu_shared.insert(id);
+            match self.view.cgroups().set_cpu_share(path, share) {
+                Ok(Outcome::Done(written)) => {
+                    let detail = json!({ "set": written, "before_start": true });
+                    self.record(now, EventKind::CpuShare, Some(path), detail);
+                }
+                Ok(Outcome::Vanished) => {}
+                Err(e) => self.record(
+                    now,
+                    EventKind::CpuShareFailed,
+                    Some(path),
+                    json!({ "error": e.to_string() }),
+                ),
+            }
+        }
+        if class != Class::BestEffort {
+            return;
+        }
+        let whole = match self.cpu.best_effort_max {
+            CpuCeiling::Unlimited => return,
+            CpuCeiling::Fixed(cpus) => cpus,
+            CpuCeiling::Leftover { floor, .. } => floor,
+        };
+        let in_force = self.cpu_capped.values().flatten().copied().min_by_key(|m| match m {
+            overbook_linux::CpuMax::Quota(us) => *us,
+            overbook_linux::CpuMax::Unlimited => u64::MAX,
+        });
+        let max = in_force.unwrap_or_else(|| {
+            let running = (self.view.containers())
+                .filter(|k| k.members > 0 && !k.frozen && k.class == Class::BestEffort)
+                .count();
+            overbook_linux::CpuMax::cores(whole / (running + 1) as f64)
+        });
+        match self.view.cgroups().set_cpu_max(path, max) {
+            Ok(Outcome::Done(written)) => {
+                self.cpu_capped.insert(id, Some(max));
+                let detail = json!({ "set": written, "before_start": true });
+                self.record(now, EventKind::CpuMax, Some(path), detail);
+            }
+            Ok(Outcome::Vanished) => {}
+            Err(e) => {
+                self.cpu_capped.insert(id, None);
+                let detail = json!({ "error": e.to_string() });
+                self.record(now, EventKind::CpuMaxFailed, Some(path), detail);
+            }
+        }
+    }
+
     /// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`),
     /// split evenly between those with processes and not frozen, and
     /// written again on each when their number or the ceiling changes.

@@ -133,12 +133,13 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         if m.running() {
             return Ok(());
         }
-        let (path, name) = (m.path.clone(), m.request.name.clone());
+        let (path, name, class) = (m.path.clone(), m.request.name.clone(), m.request.class);
         let fail = |problem: String| RunError::Start { name: name.clone(), problem };
         match self.view.cgroups().create(&path, None) {
             Ok(_) | Err(CgroupError::Exists { .. }) => {}
             Err(e) => return Err(self.give_up(now, id, fail(e.to_string()))),
         }
+        self.cpu_before_start(now, id, &path, class);
         let log_path = self.log_path(&name);
         let log = std::fs::create_dir_all(&self.task_log_dir)
             .and_then(|()| OpenOptions::new().create(true).append(true).open(&log_path))
