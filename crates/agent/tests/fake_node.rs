@@ -230,15 +230,7 @@ fn a_task_is_started_in_its_container_and_its_end_recorded() {
     // they are there already.
     cpu_cgroup(&mut node, "be-job");
     let marker = node.dir.path().join("ran");
-    let request = RunRequest {
-        name: "be-job".into(),
-        class: Class::BestEffort,
-        mem_peak: Some(4 * MIB),
-        job: None,
-        weight: None,
-        command: vec!["sh".into(), "-c".into(), format!("echo ran > {}", marker.display())],
-        cwd: None,
-    };
+    let request = be_job(&format!("echo ran > {}", marker.display()));
     let reply = agent.submit(Time::from_secs(1), request).expect("admitted");
     // Best-effort work is launched by the policy, at its next step.
     assert_eq!(reply.state, "queued");
@@ -383,25 +375,13 @@ fn a_best_effort_task_the_agent_starts_has_its_cpu_share_and_ceiling_before_it_r
     cpu_cgroup(&mut node, "be-job");
     let mirror = node.cpu().join("node/be-job");
     let seen = node.dir.path().join("seen");
-    let request = RunRequest {
-        name: "be-job".into(),
-        class: Class::BestEffort,
-        mem_peak: Some(4 * MIB),
-        job: None,
-        weight: None,
-        // What its cpu cgroup says when its command first runs.
-        command: vec![
-            "sh".into(),
-            "-c".into(),
-            format!(
-                "echo $(cat {}) $(cat {}) > {}",
-                mirror.join("cpu.shares").display(),
-                mirror.join("cpu.cfs_quota_us").display(),
-                seen.display()
-            ),
-        ],
-        cwd: None,
-    };
+    // What its cpu cgroup says when its command first runs.
+    let request = be_job(&format!(
+        "echo $(cat {}) $(cat {}) > {}",
+        mirror.join("cpu.shares").display(),
+        mirror.join("cpu.cfs_quota_us").display(),
+        seen.display()
+    ));
     agent.submit(Time::from_secs(1), request).expect("admitted");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut s = 2;
@@ -430,6 +410,19 @@ fn a_best_effort_task_the_agent_starts_has_its_cpu_share_and_ceiling_before_it_r
     );
     let shares = agent.events().recent().filter(|e| e.kind.as_str() == "cpu-share").count();
     assert_eq!(shares, 1, "not set again when a full read finds it: {:?}", kinds(&agent));
+}
+
+/// A best-effort task `be-job` of 4 MiB running `sh -c script`.
+fn be_job(script: &str) -> RunRequest {
+    RunRequest {
+        name: "be-job".into(),
+        class: Class::BestEffort,
+        mem_peak: Some(4 * MIB),
+        job: None,
+        weight: None,
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        cwd: None,
+    }
 }
 
 /// A container with its cpu and cpuacct mirrors as a kernel makes them,

@@ -17,6 +17,13 @@ use overbook_linux::{CgroupError, ContainerCgroups, ContainerControl, ContainerP
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// Whether a container takes a part of the best-effort CPU ceiling: a
+/// best-effort one with processes, not frozen (a frozen one uses no CPU:
+/// its part goes to the others).
+fn shares_the_ceiling(k: &crate::node::Known) -> bool {
+    k.members > 0 && !k.frozen && k.class == Class::BestEffort
+}
+
 /// How many full reads a burst of the rest's CPU use keeps best-effort
 /// work at the lower budget (a few seconds: full reads come every sample
 /// period while memory is busy, every calm period otherwise).
@@ -583,9 +590,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             overbook_linux::CpuMax::Unlimited => u64::MAX,
         });
         let max = in_force.unwrap_or_else(|| {
-            let running = (self.view.containers())
-                .filter(|k| k.members > 0 && !k.frozen && k.class == Class::BestEffort)
-                .count();
+            let running = self.view.containers().filter(|k| shares_the_ceiling(k)).count();
             overbook_linux::CpuMax::cores(whole / (running + 1) as f64)
         });
         match self.view.cgroups().set_cpu_max(path, max) {
@@ -624,8 +629,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         let view = &self.view;
         self.cpu_capped.retain(|id, _| view.by_id(*id).is_some());
         let capped: Vec<(ContainerId, ContainerPath)> = (view.containers())
-            // A frozen container uses no CPU: its part goes to the others.
-            .filter(|k| k.members > 0 && !k.frozen && k.class == Class::BestEffort)
+            .filter(|k| shares_the_ceiling(k))
             .map(|k| (k.id, k.path.clone()))
             .collect();
         let count = capped.len();
