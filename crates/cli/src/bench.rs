@@ -229,7 +229,8 @@ pub struct ReclaimArgs {
     /// Scenarios, comma-separated: recency, weighted, services.
     #[arg(long, value_delimiter = ',', default_value = "recency,weighted,services")]
     scenarios: Vec<String>,
-    /// Runs of the weighted scenario with overbook (after one with the kernel alone).
+    /// Runs of the weighted scenario with overbook (after one with the kernel alone); the
+    /// services scenario runs overbook this many times too, at most 3, and tells the median.
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Every size times this (0.05..4); 1 is the documented sizes (a 320 MiB node for 001).

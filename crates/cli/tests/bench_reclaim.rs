@@ -9,9 +9,10 @@
 //! * 003: with `weighted`, five runs give the same reclaimed split within
 //!   5 points of each share, and it is the one water-filling by weight
 //!   gives (within 5 points);
-//!   two services with weights 1:2 and working sets 1:2 keep a 1:1
-//!   throughput ratio within 10% (003 Table 2; 25% in the emulated VM,
-//!   and closer to 1:1 than the kernel alone's).
+//!   two services with weights 1:2 and working sets 1:2 keep the same
+//!   share of their working sets resident (within 15%) and, over the median
+//!   of three runs, a 1:1 throughput ratio within 10% (003 Table 2; 25% in
+//!   the emulated VM, and closer to 1:1 than the kernel alone's).
 
 mod common;
 
@@ -79,16 +80,34 @@ fn reclaim_reproduces_001_and_003_on_this_kernel() {
     // Usage ends in the weights' order: the weight-1 container gave most.
     assert!(first[0] > first[1] && first[1] > first[2], "{first:?}");
 
-    // 003 Table 2.
+    // 003 Table 2: the median of overbook's runs (up to three).
     let runs = r["services"].as_array().expect("services runs");
-    let with = runs.iter().find(|x| x["reclaimer"] == "weighted").expect("a weighted run");
+    let mut weighted: Vec<&serde_json::Value> =
+        runs.iter().filter(|x| x["reclaimer"] == "weighted").collect();
+    assert_eq!(weighted.len(), 3, "--repeats 5 gives three services runs: {r}");
+    // The mechanism itself: weights 1:2 over working sets 1:2 keep the same
+    // share of each set resident (the kernel alone keeps all of the smaller
+    // one), so both miss alike.
+    for x in &weighted {
+        let resident = |i: usize| f(&x["usage"][i]) / f(&x["working_sets"][i]);
+        let (a, b) = (resident(0), resident(1));
+        assert!(
+            (a / b - 1.0).abs() <= 0.15,
+            "resident shares {a:.2} and {b:.2} differ by more than 15%: {x}"
+        );
+    }
+    weighted.sort_by(|a, b| f(&a["ratio"]).total_cmp(&f(&b["ratio"])));
+    let with = weighted[1];
     let ratio = f(&with["ratio"]);
     // The goal, 10%, on the host. The emulated VM's services are CPU-bound
-    // and their tmpfs pages go through zram: runs there gave 0.90 to 1.16
-    // (the kernel alone: far off 1), so the VM is held to 25%, and says so;
-    // the host's runs are the measurement (README).
+    // and their tmpfs pages go through zram: single runs there gave 0.90 to
+    // 1.25 (the kernel alone: far off 1 or as near as 1.30), so the VM's
+    // median is held to 25%, and says so; the host's runs are the
+    // measurement (README).
     let tolerance = if std::env::var("OVERBOOK_VM").as_deref() == Ok("1") {
-        eprintln!("!!!!! services ratio {ratio:.2}: the VM is held to 25%, not the goal's 10%");
+        eprintln!(
+            "!!!!! services median ratio {ratio:.2}: the VM is held to 25%, not the goal's 10%"
+        );
         0.25
     } else {
         0.10
@@ -102,7 +121,7 @@ fn reclaim_reproduces_001_and_003_on_this_kernel() {
     }
     assert!(
         (1.0 - tolerance..=1.0 + tolerance).contains(&ratio),
-        "throughput ratio {ratio:.2}, not 1:1 within {:.0}%: {with}",
+        "median throughput ratio {ratio:.2}, not 1:1 within {:.0}%: {with}",
         tolerance * 100.0
     );
 }
