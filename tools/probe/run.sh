@@ -1,0 +1,77 @@
+#!/bin/bash
+# What best-effort work costs a latency-bound neighbour, without
+# PostgreSQL: PAIRS (2) copies of tools/probe/pingpong at once (two
+# processes answering each other, a transaction in miniature; one pair
+# never needs more than one CPU at a time, two pairs sometimes need two)
+# alone and beside SCHED_IDLE neighbours, each in its own cgroup with
+# cpu.idle set where a kind says so:
+#
+#   none     nothing beside it
+#   spin     a loop that only spins, on any CPU
+#   touch    two starts a second: a process that writes 200 MiB once and
+#            exits (tools/probe/touch)
+#   cgroups  the same, in cgroups made for it in the memory, cpu (cpu.idle),
+#            cpuacct and freezer hierarchies and removed after (what a start
+#            and an end do on a cgroup v1 node)
+#   reuse    the same, joining one set of cgroups made once
+#
+#   [PAIRS=2] tools/probe/run.sh [ROUNDS] [TRANSACTIONS]   (root, cgroup v1)
+#
+# Every cgroup it makes is named probe-<its pid>-* and removed after each
+# neighbour and on exit.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rounds=${1:-3} n=${2:-30000} pairs=${PAIRS:-2}
+work=$(mktemp -d)
+v1=/sys/fs/cgroup
+hier="memory cpu cpuacct freezer"
+owner=$$ pid=
+stop_neighbour() {
+    [ -n "$pid" ] || return 0
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=
+    # A start killed mid-way may still be writing: its cgroups go when it does.
+    for d in "$v1"/memory/probe-$owner-*; do
+        [ -d "$d" ] || continue
+        while [ -s "$d/cgroup.procs" ]; do kill -KILL $(cat "$d/cgroup.procs") 2>/dev/null || true; done
+        for h in $hier; do rmdir "$v1/$h/${d##*/}" 2>/dev/null || true; done
+    done
+}
+cleanup() { stop_neighbour; rm -rf "$work"; }
+trap cleanup EXIT
+for h in $hier; do [ -d "$v1/$h" ] || { echo "run.sh: needs cgroup v1's $h hierarchy at $v1/$h" >&2; exit 1; }; done
+cc -O2 -o "$work/pingpong" "$here/pingpong.c"
+cc -O2 -o "$work/touch" "$here/touch.c"
+
+make_set() { for h in $hier; do mkdir "$v1/$h/$1"; done; echo 1 > "$v1/cpu/$1/cpu.idle"; }
+drop_set() { for h in $hier; do rmdir "$v1/$h/$1"; done; }
+start_in() { sh -c 'for h in '"$hier"'; do echo $$ > '"$v1"'/$h/'"$1"'/cgroup.procs; done; exec '"$work/touch"' 200'; }
+neighbour() {
+    local i=0
+    case $1 in
+        spin) while :; do :; done ;;
+        touch) while :; do "$work/touch" 200; sleep 0.5; done ;;
+        cgroups) while :; do i=$((i + 1)); make_set "probe-$owner-$i"; start_in "probe-$owner-$i"; drop_set "probe-$owner-$i"; sleep 0.5; done ;;
+        reuse) make_set "probe-$owner-0"; while :; do start_in "probe-$owner-0"; sleep 0.5; done ;;
+    esac
+}
+# The pairs at once; each prints its own line.
+measure() {
+    local kind=$1 p others=()
+    for p in $(seq 2 "$pairs"); do "$work/pingpong" "$n" | sed "s/^/round $r $kind pair $p: /" & others+=($!); done
+    "$work/pingpong" "$n" | sed "s/^/round $r $kind pair 1: /"
+    for p in "${others[@]}"; do wait "$p"; done
+}
+for r in $(seq 1 "$rounds"); do
+    for kind in none spin touch cgroups reuse; do
+        if [ "$kind" = none ]; then
+            measure "$kind"
+            continue
+        fi
+        setsid chrt -i 0 bash -c "$(declare -f make_set drop_set start_in neighbour); v1=$v1 hier='$hier' work=$work owner=$owner; neighbour $kind" &
+        pid=$!
+        measure "$kind"
+        stop_neighbour
+    done
+done
