@@ -3,8 +3,8 @@
 # PostgreSQL: PAIRS (2) copies of tools/probe/pingpong at once (two
 # processes answering each other, a transaction in miniature; one pair
 # never needs more than one CPU at a time, two pairs sometimes need two)
-# alone and beside SCHED_IDLE neighbours, each in its own cgroup with
-# cpu.idle set where a kind says so:
+# alone and beside neighbours at idle priority (SCHED_IDLE; those in
+# cgroups of their own have cpu.idle set there too):
 #
 #   none     nothing beside it
 #   spin     a loop that only spins, on any CPU
@@ -22,6 +22,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=${1:-3} n=${2:-30000} pairs=${PAIRS:-2}
+for v in "rounds=$rounds" "transactions=$n" "PAIRS=$pairs"; do
+    [[ ${v#*=} =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: $v: want a whole number above 0" >&2; exit 1; }
+done
+[ "$n" -ge 1000 ] || { echo "run.sh: transactions=$n: want at least 1000 (p999 needs them)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root (it makes cgroups)" >&2; exit 1; }
 work=$(mktemp -d)
 v1=/sys/fs/cgroup
 hier="memory cpu cpuacct freezer"
@@ -34,7 +39,8 @@ stop_neighbour() {
     # A start killed mid-way may still be writing: its cgroups go when it does.
     for d in "$v1"/memory/probe-$owner-*; do
         [ -d "$d" ] || continue
-        while [ -s "$d/cgroup.procs" ]; do kill -KILL $(cat "$d/cgroup.procs") 2>/dev/null || true; done
+        # (cgroup files say size 0: read them.)
+        while [ -n "$(cat "$d/cgroup.procs")" ]; do kill -KILL $(cat "$d/cgroup.procs") 2>/dev/null || true; done
         for h in $hier; do rmdir "$v1/$h/${d##*/}" 2>/dev/null || true; done
     done
 }
