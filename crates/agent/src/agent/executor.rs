@@ -523,22 +523,60 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 .filter_map(|k| self.cpu.of(k.class).map(|share| (k.id, k.path.clone(), share)))
                 .collect();
         for (id, path, share) in due {
-            self.cpu_shared.insert(id);
-            match self.view.cgroups().set_cpu_share(&path, share) {
-                Ok(Outcome::Done(written)) => {
-                    self.record(now, EventKind::CpuShare, Some(&path), json!({ "set": written }));
-                }
-                Ok(Outcome::Vanished) => {}
-                Err(e) => self.record(
-                    now,
-                    EventKind::CpuShareFailed,
-                    Some(&path),
-                    json!({ "error": e.to_string() }),
-                ),
-            }
+            self.write_cpu_share(now, id, &path, share, json!({}));
         }
         let view = &self.view;
         self.cpu_shared.retain(|id| view.by_id(*id).is_some());
+    }
+
+    /// Writes a container's CPU share, once: said with `detail` and what
+    /// was written, or its error.
+    fn write_cpu_share(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        path: &ContainerPath,
+        share: overbook_linux::CpuShare,
+        mut detail: serde_json::Value,
+    ) {
+        self.cpu_shared.insert(id);
+        match self.view.cgroups().set_cpu_share(path, share) {
+            Ok(Outcome::Done(written)) => {
+                detail["set"] = json!(written);
+                self.record(now, EventKind::CpuShare, Some(path), detail);
+            }
+            Ok(Outcome::Vanished) => {}
+            Err(e) => {
+                let detail = json!({ "error": e.to_string() });
+                self.record(now, EventKind::CpuShareFailed, Some(path), detail);
+            }
+        }
+    }
+
+    /// Writes a best-effort container's CPU ceiling and remembers it (or
+    /// that it failed, so it is not tried again): said with `detail` and
+    /// what was written, or its error.
+    fn write_cpu_max(
+        &mut self,
+        now: Time,
+        id: ContainerId,
+        path: &ContainerPath,
+        max: overbook_linux::CpuMax,
+        mut detail: serde_json::Value,
+    ) {
+        match self.view.cgroups().set_cpu_max(path, max) {
+            Ok(Outcome::Done(written)) => {
+                self.cpu_capped.insert(id, Some(max));
+                detail["set"] = json!(written);
+                self.record(now, EventKind::CpuMax, Some(path), detail);
+            }
+            Ok(Outcome::Vanished) => {}
+            Err(e) => {
+                self.cpu_capped.insert(id, None);
+                let detail = json!({ "error": e.to_string() });
+                self.record(now, EventKind::CpuMaxFailed, Some(path), detail);
+            }
+        }
     }
 
     /// A task the agent starts gets its class's CPU share, and a
@@ -562,20 +600,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             return;
         }
         if let Some(share) = self.cpu.of(class) {
-            self.cpu_shared.insert(id);
-            match self.view.cgroups().set_cpu_share(path, share) {
-                Ok(Outcome::Done(written)) => {
-                    let detail = json!({ "set": written, "before_start": true });
-                    self.record(now, EventKind::CpuShare, Some(path), detail);
-                }
-                Ok(Outcome::Vanished) => {}
-                Err(e) => self.record(
-                    now,
-                    EventKind::CpuShareFailed,
-                    Some(path),
-                    json!({ "error": e.to_string() }),
-                ),
-            }
+            self.write_cpu_share(now, id, path, share, json!({ "before_start": true }));
         }
         if class != Class::BestEffort {
             return;
@@ -593,19 +618,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
             let running = self.view.containers().filter(|k| shares_the_ceiling(k)).count();
             overbook_linux::CpuMax::cores(whole / (running + 1) as f64)
         });
-        match self.view.cgroups().set_cpu_max(path, max) {
-            Ok(Outcome::Done(written)) => {
-                self.cpu_capped.insert(id, Some(max));
-                let detail = json!({ "set": written, "before_start": true });
-                self.record(now, EventKind::CpuMax, Some(path), detail);
-            }
-            Ok(Outcome::Vanished) => {}
-            Err(e) => {
-                self.cpu_capped.insert(id, None);
-                let detail = json!({ "error": e.to_string() });
-                self.record(now, EventKind::CpuMaxFailed, Some(path), detail);
-            }
-        }
+        self.write_cpu_max(now, id, path, max, json!({ "before_start": true }));
     }
 
     /// The best-effort containers' CPU ceiling (`[cpu] best-effort-max`),
@@ -640,26 +653,14 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
                 Some(Some(m)) if *m == max => continue,
                 _ => {}
             }
-            match self.view.cgroups().set_cpu_max(&path, max) {
-                Ok(Outcome::Done(written)) => {
-                    self.cpu_capped.insert(id, Some(max));
-                    // To a thousandth of a CPU: what a reader compares.
-                    let round = |x: f64| (x * 1000.0).round() / 1000.0;
-                    let mut detail =
-                        json!({ "set": written, "node_cpus": round(cpus), "containers": count });
-                    if let Some(e) = budget {
-                        detail["others_cpus"] = json!(e.others_now.map(round));
-                        detail["others_held_cpus"] = json!(round(e.others_held));
-                    }
-                    self.record(now, EventKind::CpuMax, Some(&path), detail);
-                }
-                Ok(Outcome::Vanished) => {}
-                Err(e) => {
-                    self.cpu_capped.insert(id, None);
-                    let detail = json!({ "error": e.to_string() });
-                    self.record(now, EventKind::CpuMaxFailed, Some(&path), detail);
-                }
+            // To a thousandth of a CPU: what a reader compares.
+            let round = |x: f64| (x * 1000.0).round() / 1000.0;
+            let mut detail = json!({ "node_cpus": round(cpus), "containers": count });
+            if let Some(e) = budget {
+                detail["others_cpus"] = json!(e.others_now.map(round));
+                detail["others_held_cpus"] = json!(round(e.others_held));
             }
+            self.write_cpu_max(now, id, &path, max, detail);
         }
     }
 
