@@ -15,7 +15,8 @@ mod grid;
 pub enum BenchCommand {
     /// Simulator speed at Google scale: a day of a 12,500-node cell with about
     /// 600,000 tasks and usage every 5 minutes, under Charon's policy.
-    /// Prints wall time, events per second and peak memory. With --grid, how
+    /// Prints wall time, events per second, peak memory and whether it ran
+    /// on huge pages (OVERBOOK_HUGE_PAGES=0: not). With --grid, how
     /// time and memory grow with the cluster (1,000 to 12,500 nodes, a day)
     /// and with the span (1, 7 and 29 days, 1,000 nodes), each point a
     /// process of its own, drawn as plots.

@@ -4,6 +4,7 @@
 //! can parse every documented example without running it.
 
 mod bench;
+mod huge_pages;
 mod node;
 mod sim;
 
@@ -22,7 +23,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Simulate a cluster in virtual time and compare memory policies
-    /// (runs the built-in `default` scenario when given nothing).
+    /// (runs the built-in `default` scenario when given nothing). Runs on
+    /// transparent huge pages where the kernel has them
+    /// (OVERBOOK_HUGE_PAGES=0: not).
     Sim(sim::SimArgs),
     /// Measure overbook itself.
     #[command(subcommand)]
@@ -60,6 +63,9 @@ enum Command {
 /// in one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Sim(_) | Command::Bench(bench::BenchCommand::Sim(_))) {
+        huge_pages::run_again_with_them();
+    }
     let prints_only = match &cli.command {
         Command::Sim(_) | Command::Status(_) | Command::Events(_) | Command::Check(_) => true,
         Command::Agent(args) => args.only_checks(),

@@ -4,26 +4,67 @@
 use std::process::{Command, Output};
 
 fn overbook(args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_overbook")).args(args).output() {
+    overbook_with(args, &[])
+}
+
+fn overbook_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_overbook"));
+    cmd.args(args).env_remove("GLIBC_TUNABLES").env_remove("OVERBOOK_HUGE_PAGES");
+    match cmd.envs(env.iter().copied()).output() {
         Ok(o) => o,
         Err(e) => panic!("running overbook {args:?}: {e}"),
     }
 }
 
-#[test]
-fn a_small_run_reports_its_speed_and_peak_memory_as_json() {
-    let o = overbook(&[
-        "bench",
-        "sim",
-        "--json",
-        "--set",
-        "cluster.nodes=20",
-        "--set",
-        "sim.horizon=1h",
-    ]);
+/// Whether this machine's kernel backs memory that asks with huge pages.
+fn kernel_gives_huge_pages() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|t| t.contains("[always]") || t.contains("[madvise]"))
+}
+
+const SMALL: [&str; 7] =
+    ["bench", "sim", "--json", "--set", "cluster.nodes=20", "--set", "sim.horizon=1h"];
+
+fn point(o: &Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
-    let point: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
+#[test]
+fn the_simulator_runs_on_huge_pages_where_the_kernel_has_them_and_not_if_told() {
+    // glibc only: elsewhere the allocator is not told, and says so.
+    let glibc = cfg!(target_env = "gnu");
+    let p = point(&overbook(&SMALL));
+    assert_eq!(p["huge_pages"], glibc && kernel_gives_huge_pages(), "{p}");
+    let p = point(&overbook_with(&SMALL, &[("OVERBOOK_HUGE_PAGES", "0")]));
+    assert_eq!(p["huge_pages"], false, "{p}");
+    let p = point(&overbook_with(&SMALL, &[("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")]));
+    assert_eq!(p["huge_pages"], false, "the user's own setting stands: {p}");
+    let o = overbook(&["bench", "sim", "--set", "cluster.nodes=20", "--set", "sim.horizon=1h"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.lines().any(|l| l.starts_with("huge pages:")), "{text}");
+}
+
+#[test]
+fn where_memory_lies_changes_no_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |name: &str, env: &[(&str, &str)]| {
+        let out = dir.path().join(name);
+        let args = ["sim", "--small", "--no-plots", "--no-progress", "--out"];
+        let o = overbook_with(&[&args[..], &[out.to_str().expect("utf-8")]].concat(), env);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out.join("summary.json")).expect("summary.json")
+    };
+    let on = run("on", &[]);
+    let off = run("off", &[("OVERBOOK_HUGE_PAGES", "0")]);
+    assert!(on.contains("\"variant\""), "{on}");
+    assert_eq!(on, off);
+}
+
+#[test]
+fn a_small_run_reports_its_speed_and_peak_memory_as_json() {
+    let point = point(&overbook(&SMALL));
     assert_eq!(point["nodes"], 20, "{point}");
     assert_eq!(point["days"].as_f64(), Some(1.0 / 24.0), "{point}");
     assert!(point["tasks"].as_u64().is_some_and(|t| t > 0), "{point}");

@@ -1,8 +1,8 @@
 //! Node-wide figures from procfs: memory and swap (`/proc/meminfo`,
 //! `/proc/swaps`), memory pressure (`/proc/pressure/memory`), memory event
-//! counters (`/proc/vmstat`), CPU time (`/proc/stat`), and what a report
-//! records of the machine (kernel release, host name, CPU model,
-//! swappiness).
+//! counters (`/proc/vmstat`), CPU time (`/proc/stat`), the kernel's
+//! transparent huge page mode, and what a report records of the machine
+//! (kernel release, host name, CPU model, swappiness).
 //!
 //! Why apart from the cgroup traits: they describe the machine, not a
 //! container, and are the same whatever the cgroup version.
@@ -90,6 +90,43 @@ pub fn swappiness() -> Result<u32, CgroupError> {
     })
 }
 
+/// Where the kernel backs anonymous memory with transparent huge pages
+/// (`/sys/kernel/mm/transparent_hugepage/enabled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransparentHugePages {
+    /// Every anonymous mapping large enough.
+    Always,
+    /// Only mappings that ask (`madvise(MADV_HUGEPAGE)`), as glibc's
+    /// allocator does with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`.
+    Madvise,
+    Never,
+}
+
+/// The kernel's transparent huge page mode, or `None` where the kernel
+/// has none (built without `CONFIG_TRANSPARENT_HUGEPAGE`: no file).
+pub fn transparent_huge_pages() -> Result<Option<TransparentHugePages>, CgroupError> {
+    const FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let path = Path::new(FILE);
+    match std::fs::read_to_string(path) {
+        Ok(text) => fsio::parse_at(path, &text, |t| huge_page_mode(FILE, t)).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CgroupError::Io { op: "read", path: path.to_path_buf(), source }),
+    }
+}
+
+/// The bracketed word of `always [madvise] never`.
+fn huge_page_mode(file: &'static str, text: &str) -> Result<TransparentHugePages, ParseError> {
+    let (number, line) = single_line(file, text)?;
+    let chosen =
+        line.split_whitespace().find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')));
+    match chosen {
+        Some("always") => Ok(TransparentHugePages::Always),
+        Some("madvise") => Ok(TransparentHugePages::Madvise),
+        Some("never") => Ok(TransparentHugePages::Never),
+        _ => Err(crate::parse::bad_value(file, number, "mode", line)),
+    }
+}
+
 /// The one line of a one-value sysctl file, trimmed.
 fn word(file: &'static str, text: &str) -> Result<String, ParseError> {
     single_line(file, text).map(|(_, line)| line.to_owned())
@@ -134,6 +171,29 @@ pub fn protect_self() -> SelfProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_huge_page_mode_is_the_bracketed_word() {
+        let f = "/sys/kernel/mm/transparent_hugepage/enabled";
+        assert_eq!(
+            huge_page_mode(f, "always [madvise] never\n"),
+            Ok(TransparentHugePages::Madvise)
+        );
+        assert_eq!(huge_page_mode(f, "[always] madvise never"), Ok(TransparentHugePages::Always));
+        assert_eq!(huge_page_mode(f, "always madvise [never]\n"), Ok(TransparentHugePages::Never));
+        for bad in ["always madvise never", "always [sometimes] never", ""] {
+            let e = huge_page_mode(f, bad).expect_err(bad).to_string();
+            assert!(e.contains(f), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn this_machine_says_its_huge_page_mode() {
+        // Absent only on a kernel built without them; never unreadable.
+        let mode = transparent_huge_pages().expect("readable where present");
+        let present = Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
+        assert_eq!(mode.is_some(), present, "{mode:?}");
+    }
 
     #[test]
     fn this_machine_has_meminfo() {

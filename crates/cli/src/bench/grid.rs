@@ -2,6 +2,7 @@
 //! one run, or (`--grid`) how they grow with the cluster and the span, each
 //! point run as a process of its own so that its peak memory is its own.
 
+use crate::huge_pages::HugePages;
 use anyhow::{bail, Context, Result};
 use overbook_sim::scenario::{self, Scenario};
 use overbook_sim::tally::Outcomes;
@@ -42,6 +43,10 @@ pub struct SimPoint {
     pub events_per_s: f64,
     /// The process's peak resident memory, MiB (`None`: no /proc).
     pub peak_rss_mib: Option<f64>,
+    /// Whether the allocator ran on transparent huge pages (`None`: a
+    /// point measured before this was recorded).
+    #[serde(default)]
+    pub huge_pages: Option<bool>,
 }
 
 /// The grid's points: (nodes, days). A day at every size, then longer
@@ -55,6 +60,7 @@ pub fn bench_sim(args: SimArgs) -> Result<()> {
         return grid(&args.set, &args.out);
     }
     let scenario = Scenario::load("scale", &args.set)?;
+    let huge_pages = crate::huge_pages::state();
     for run in &scenario.runs {
         let started = Instant::now();
         let result = scenario::execute(run, Outcomes::Tallied, &mut ())
@@ -70,6 +76,7 @@ pub fn bench_sim(args: SimArgs) -> Result<()> {
             wall_s: wall,
             events_per_s: c.events as f64 / wall.max(1e-9),
             peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
+            huge_pages: Some(huge_pages == HugePages::On),
         };
         if args.json {
             println!("{}", serde_json::to_string(&point)?);
@@ -86,6 +93,7 @@ pub fn bench_sim(args: SimArgs) -> Result<()> {
             Some(mib) => println!("peak RSS:         {mib:.0} MiB"),
             None => println!("peak RSS:         unknown (no /proc/self/status)"),
         }
+        println!("huge pages:       {huge_pages}");
     }
     Ok(())
 }
@@ -205,6 +213,7 @@ mod tests {
             wall_s,
             events_per_s: 1.0,
             peak_rss_mib: Some(mib),
+            huge_pages: Some(true),
         };
         let points: Vec<SimPoint> = GRID
             .iter()
