@@ -14,7 +14,8 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-/// Set to `0` to run with the allocator's defaults.
+/// `0` runs with the allocator's defaults; `1`, or unset, asks for huge
+/// pages.
 pub const OPT_OUT: &str = "OVERBOOK_HUGE_PAGES";
 const TUNABLES: &str = "GLIBC_TUNABLES";
 const TUNABLE: &str = "glibc.malloc.hugetlb";
@@ -22,14 +23,19 @@ const TUNABLE: &str = "glibc.malloc.hugetlb";
 /// Whether this process's allocator uses huge pages, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HugePages {
-    On,
+    /// With the tunable's value (`1`: transparent huge pages; `2`:
+    /// hugetlbfs pages reserved by the administrator).
+    On(String),
     Off(Off),
 }
 
+/// Why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Off {
     NotGlibc,
     OptedOut,
+    /// `OVERBOOK_HUGE_PAGES` is neither `0` nor `1`.
+    BadSetting(String),
     KernelNever,
     KernelHasNone,
     KernelUnreadable(String),
@@ -41,12 +47,13 @@ pub enum Off {
 impl std::fmt::Display for HugePages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let why = match self {
-            HugePages::On => return write!(f, "on ({TUNABLES}={TUNABLE}=1)"),
+            HugePages::On(value) => return write!(f, "on ({TUNABLES}: {TUNABLE}={value})"),
             HugePages::Off(why) => why,
         };
         match why {
             Off::NotGlibc => write!(f, "off (not built on glibc)"),
             Off::OptedOut => write!(f, "off ({OPT_OUT}=0)"),
+            Off::BadSetting(v) => write!(f, "off ({OPT_OUT}={v:?} is neither 0 nor 1)"),
             Off::KernelNever => write!(f, "off (the kernel's transparent huge pages are `never`)"),
             Off::KernelHasNone => write!(f, "off (the kernel has no transparent huge pages)"),
             Off::KernelUnreadable(e) => write!(f, "off ({e})"),
@@ -62,8 +69,11 @@ pub fn state() -> HugePages {
     if !cfg!(target_env = "gnu") {
         return HugePages::Off(Off::NotGlibc);
     }
-    if std::env::var_os(OPT_OUT).is_some_and(|v| v == "0") {
-        return HugePages::Off(Off::OptedOut);
+    match std::env::var_os(OPT_OUT) {
+        None => {}
+        Some(v) if v == "1" => {}
+        Some(v) if v == "0" => return HugePages::Off(Off::OptedOut),
+        Some(v) => return HugePages::Off(Off::BadSetting(v.to_string_lossy().into_owned())),
     }
     match transparent_huge_pages() {
         Ok(Some(Thp::Always | Thp::Madvise)) => {}
@@ -74,7 +84,7 @@ pub fn state() -> HugePages {
     let tunables = std::env::var(TUNABLES).unwrap_or_default();
     match tunables.split(':').find_map(|t| t.strip_prefix(TUNABLE)?.strip_prefix('=')) {
         Some("0") => HugePages::Off(Off::TunableZero),
-        Some(_) => HugePages::On,
+        Some(value) => HugePages::On(value.to_owned()),
         None => HugePages::Off(Off::TunableUnset),
     }
 }
@@ -85,12 +95,20 @@ pub fn state() -> HugePages {
 /// start). The user's own `GLIBC_TUNABLES` are kept, and the second run
 /// finds the tunable set, so it never runs a third.
 pub fn run_again_with_them() {
-    if state() != HugePages::Off(Off::TunableUnset) {
-        return;
+    match state() {
+        HugePages::Off(Off::TunableUnset) => {}
+        // Said at once, not only in `bench sim`'s report.
+        bad @ HugePages::Off(Off::BadSetting(_)) => {
+            eprintln!("overbook: huge pages {bad}");
+            return;
+        }
+        _ => return,
     }
     let value = match std::env::var(TUNABLES) {
         Ok(t) if !t.is_empty() => format!("{t}:{TUNABLE}=1"),
-        _ => format!("{TUNABLE}=1"),
+        Ok(_) | Err(std::env::VarError::NotPresent) => format!("{TUNABLE}=1"),
+        // Not text: left as the user set it, not overwritten.
+        Err(std::env::VarError::NotUnicode(_)) => return,
     };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| OsString::from("overbook"));
@@ -104,7 +122,10 @@ mod tests {
 
     #[test]
     fn each_state_says_itself() {
-        assert_eq!(HugePages::On.to_string(), "on (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)");
+        let on = HugePages::On("1".into()).to_string();
+        assert_eq!(on, "on (GLIBC_TUNABLES: glibc.malloc.hugetlb=1)");
+        let bad = HugePages::Off(Off::BadSetting("yes".into())).to_string();
+        assert!(bad.contains("OVERBOOK_HUGE_PAGES=\"yes\" is neither 0 nor 1"), "{bad}");
         let unset = HugePages::Off(Off::TunableUnset).to_string();
         assert!(unset.starts_with("off (") && unset.contains("glibc.malloc.hugetlb"), "{unset}");
         assert!(HugePages::Off(Off::OptedOut).to_string().contains("OVERBOOK_HUGE_PAGES=0"));

@@ -39,6 +39,10 @@ fn the_simulator_runs_on_huge_pages_where_the_kernel_has_them_and_not_if_told() 
     assert_eq!(p["huge_pages"], glibc && kernel_gives_huge_pages(), "{p}");
     let p = point(&overbook_with(&SMALL, &[("OVERBOOK_HUGE_PAGES", "0")]));
     assert_eq!(p["huge_pages"], false, "{p}");
+    let o = overbook_with(&SMALL, &[("OVERBOOK_HUGE_PAGES", "yes")]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("OVERBOOK_HUGE_PAGES=\"yes\" is neither 0 nor 1"), "{stderr}");
+    assert_eq!(point(&o)["huge_pages"], false);
     let p = point(&overbook_with(&SMALL, &[("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")]));
     assert_eq!(p["huge_pages"], false, "the user's own setting stands: {p}");
     let o = overbook(&["bench", "sim", "--set", "cluster.nodes=20", "--set", "sim.horizon=1h"]);

@@ -76,7 +76,7 @@ pub fn bench_sim(args: SimArgs) -> Result<()> {
             wall_s: wall,
             events_per_s: c.events as f64 / wall.max(1e-9),
             peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
-            huge_pages: Some(huge_pages == HugePages::On),
+            huge_pages: Some(matches!(huge_pages, HugePages::On(_))),
         };
         if args.json {
             println!("{}", serde_json::to_string(&point)?);
