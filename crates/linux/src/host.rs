@@ -1,4 +1,4 @@
-//! Node-wide figures from procfs: memory and swap (`/proc/meminfo`,
+//! Node-wide figures from procfs and sysfs: memory and swap (`/proc/meminfo`,
 //! `/proc/swaps`), memory pressure (`/proc/pressure/memory`), memory event
 //! counters (`/proc/vmstat`), CPU time (`/proc/stat`), the kernel's
 //! transparent huge page mode, and what a report records of the machine
