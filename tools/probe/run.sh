@@ -14,6 +14,11 @@
 #            cpuacct and freezer hierarchies and removed after (what a start
 #            and an end do on a cgroup v1 node)
 #   reuse    the same, joining one set of cgroups made once
+#   spin-rr      the spinner, the pairs at SCHED_RR 1 (placed by the
+#                real-time class, which puts a wakeup on a CPU whose task it
+#                can preempt)
+#   spin-pinned  the spinner, each pair pinned to a CPU of its own (so no
+#                wakeup is placed: what is left is preemption)
 #
 #   [PAIRS=2] tools/probe/run.sh [ROUNDS] [TRANSACTIONS]   (root, cgroup v1)
 #
@@ -56,21 +61,29 @@ start_in() { sh -c 'for h in '"$hier"'; do echo $$ > '"$v1"'/$h/'"$1"'/cgroup.pr
 neighbour() {
     local i=0
     case $1 in
-        spin) while :; do :; done ;;
+        spin | spin-rr | spin-pinned) while :; do :; done ;;
         touch) while :; do "$work/touch" 200; sleep 0.5; done ;;
         cgroups) while :; do i=$((i + 1)); make_set "probe-$owner-$i"; start_in "probe-$owner-$i"; drop_set "probe-$owner-$i"; sleep 0.5; done ;;
         reuse) make_set "probe-$owner-0"; while :; do start_in "probe-$owner-0"; sleep 0.5; done ;;
     esac
 }
+# How pair $2 runs under kind $1.
+pair_cmd() {
+    case $1 in
+        spin-rr) echo "chrt --rr 1 $work/pingpong" ;;
+        spin-pinned) echo "taskset -c $((($2 - 1) % $(nproc))) $work/pingpong" ;;
+        *) echo "$work/pingpong" ;;
+    esac
+}
 # The pairs at once; each prints its own line.
 measure() {
     local kind=$1 p others=()
-    for p in $(seq 2 "$pairs"); do "$work/pingpong" "$n" | sed "s/^/round $r $kind pair $p: /" & others+=($!); done
-    "$work/pingpong" "$n" | sed "s/^/round $r $kind pair 1: /"
+    for p in $(seq 2 "$pairs"); do $(pair_cmd "$kind" "$p") "$n" | sed "s/^/round $r $kind pair $p: /" & others+=($!); done
+    $(pair_cmd "$kind" 1) "$n" | sed "s/^/round $r $kind pair 1: /"
     for p in "${others[@]}"; do wait "$p"; done
 }
 for r in $(seq 1 "$rounds"); do
-    for kind in none spin touch cgroups reuse; do
+    for kind in none spin touch cgroups reuse spin-rr spin-pinned; do
         if [ "$kind" = none ]; then
             measure "$kind"
             continue
