@@ -1,6 +1,7 @@
 //! What the policy decides: actions as data, applied by the agent's executor
 //! on a real node and by the simulator's engine in virtual time.
 
+use crate::detect::Reason;
 use crate::model::{Bytes, ContainerId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -54,8 +55,9 @@ pub enum ResumeSite {
 pub struct Evidence {
     /// The detector that fired (`constraint-thrashing`, `threshold`, ...).
     pub detector: String,
-    /// What it saw, in its own words (rates, available memory, ...).
-    pub reason: String,
+    /// What it saw, in its own words (rates, available memory, ...),
+    /// written out when shown: the simulator never shows it.
+    pub reason: Reason,
     /// Containers found thrashing (empty for node-level detectors).
     pub thrashing: Vec<ContainerId>,
     /// How long the condition had lasted when it fired.

@@ -11,6 +11,7 @@ use crate::events::details::{self, PreemptReport, Preempted, Reclaimed, Resumed,
 use crate::events::{detail_json, EventKind};
 use crate::store::StoredState;
 use crate::tasks::{Managed, PreemptRequest, RunError};
+use overbook_core::detect::Reason;
 use overbook_core::launch::TaskRequest;
 use overbook_core::{Action, Class, ContainerId, Evidence, JobId, Preemption, Time};
 use overbook_linux::{CgroupError, ContainerCgroups, ContainerControl, ContainerPath, Outcome};
@@ -335,7 +336,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         let evidence = Evidence {
             detector: "operator".into(),
-            reason: format!("overbook preempt {} --how {}", order.name, order.how),
+            reason: Reason::Text(format!("overbook preempt {} --how {}", order.name, order.how)),
             thrashing: Vec::new(),
             lasted: Duration::ZERO,
             candidates: vec![(id, 0.0)],
@@ -722,7 +723,7 @@ impl<C: ContainerCgroups + ContainerControl> Agent<C> {
         };
         details::Evidence {
             detector: e.detector.clone(),
-            reason: named_in(&e.reason, |id| {
+            reason: named_in(&e.reason.to_string(), |id| {
                 self.view.by_id(id).map(|k| k.path.name().to_string())
             }),
             thrashing: e.thrashing.iter().map(name).collect(),

@@ -36,10 +36,9 @@
 //! in the two counters.
 
 use super::samples::{Sample, Samples, Step};
-use super::{Detector, Trigger, Verdict};
-use crate::model::{Class, ContainerId, Observation};
+use super::{Detector, Reason, ThrashHit, Trigger, Verdict};
+use crate::model::{ContainerId, Observation};
 use crate::time::Time;
-use std::fmt::Write;
 use std::time::Duration;
 
 /// An unbroken increase of one counter.
@@ -66,16 +65,6 @@ struct Runs {
     refault: Option<Run>,
 }
 
-/// A container whose increase has lasted the window.
-#[derive(Clone, Copy, Debug)]
-struct Hit {
-    id: ContainerId,
-    class: Class,
-    lasted: Duration,
-    major_rate: Option<f64>,
-    refault_rate: Option<f64>,
-}
-
 #[derive(Debug)]
 pub(super) struct ConstraintThrashing {
     name: &'static str,
@@ -88,7 +77,7 @@ pub(super) struct ConstraintThrashing {
     /// The node's `reclaims` at the last observation.
     last_reclaims: Option<u64>,
     /// Reused between observations so that a calm step allocates nothing.
-    hits: Vec<Hit>,
+    hits: Vec<ThrashHit>,
 }
 
 impl ConstraintThrashing {
@@ -158,7 +147,7 @@ impl Detector for ConstraintThrashing {
             }
             let protected = !c.class.is_preemptible();
             let tolerance = if protected { self.protected_tolerance } else { self.tolerance };
-            let mut hit = Hit {
+            let mut hit = ThrashHit {
                 id: c.id,
                 class: c.class,
                 lasted: Duration::ZERO,
@@ -203,7 +192,7 @@ impl Detector for ConstraintThrashing {
             victim_among_suspects: false,
             protected_stalled: self.hits.iter().any(|h| !h.class.is_preemptible()),
             lasted: self.hits.iter().map(|h| h.lasted).max().unwrap_or_default(),
-            reason: describe(&self.hits),
+            reason: Reason::Thrashing(self.hits.clone()),
         })
     }
 
@@ -214,22 +203,6 @@ impl Detector for ConstraintThrashing {
     fn forget(&mut self, id: ContainerId) {
         self.samples.forget(id);
     }
-}
-
-fn describe(hits: &[Hit]) -> String {
-    let mut out = String::new();
-    for (i, h) in hits.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "; " };
-        let (id, class, lasted) = (h.id, h.class, h.lasted.as_secs_f64());
-        let _ = write!(out, "{sep}{id} ({class}) thrashing for {lasted:.1}s:");
-        if let Some(r) = h.major_rate {
-            let _ = write!(out, " major faults {r:.0}/s");
-        }
-        if let Some(r) = h.refault_rate {
-            let _ = write!(out, " refaults {r:.0}/s");
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -311,7 +284,7 @@ mod tests {
             let (t, trigger) = first_fire(&mut d, class).expect("fires");
             assert!((t - 0.3).abs() < 1e-9, "{class}: {t}");
             assert!(trigger.protected_stalled, "{class}");
-            assert!(trigger.reason.contains(class.as_str()), "{}", trigger.reason);
+            assert!(trigger.reason.to_string().contains(class.as_str()), "{}", trigger.reason);
             assert_eq!(d.name(), "production-first");
         }
         let mut d = ConstraintThrashing::production_first(TOL, quick, 1.0);
@@ -379,7 +352,8 @@ mod tests {
                 assert!(!trig.victim_among_suspects);
                 assert!(trig.lasted >= TOL);
                 assert!(
-                    trig.reason.contains("c7") && trig.reason.contains("refaults 2000/s"),
+                    trig.reason.to_string().contains("c7")
+                        && trig.reason.to_string().contains("refaults 2000/s"),
                     "{}",
                     trig.reason
                 );

@@ -12,7 +12,7 @@
 //! size", is not checked: a cgroup's eventual size is not known here.
 
 use super::samples::{Sample, Samples};
-use super::{Detector, Trigger, Verdict};
+use super::{Detector, Reason, Trigger, Verdict};
 use crate::model::{Bytes, ContainerId, ContainerStats, Observation};
 use crate::time::Time;
 use std::fmt::Write;
@@ -104,7 +104,7 @@ impl Detector for FaultRate {
                 victim_among_suspects: true,
                 protected_stalled: false,
                 lasted,
-                reason,
+                reason: Reason::Text(reason),
             });
         }
         match decide_at {
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(t.suspects, vec![ContainerId(4)]);
         assert!(t.victim_among_suspects);
         assert_eq!(t.lasted, Duration::from_secs(2));
-        assert!(t.reason.contains("c4 faulting 100/s"), "{}", t.reason);
+        assert!(t.reason.to_string().contains("c4 faulting 100/s"), "{}", t.reason);
     }
 
     #[test]

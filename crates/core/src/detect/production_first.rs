@@ -15,7 +15,7 @@
 use super::constraint_thrashing::ConstraintThrashing;
 use super::production_stall::ProductionStall;
 use super::threshold::Threshold;
-use super::{Detector, Verdict};
+use super::{Detector, Reason, Verdict};
 use crate::model::{ContainerId, Observation};
 
 #[derive(Debug)]
@@ -81,7 +81,8 @@ impl Detector for ProductionFirst {
         match self.floor.as_mut().map(|f| f.observe(obs)) {
             Some(Verdict::Fire(mut trigger)) => {
                 self.fired = Part::Floor;
-                trigger.reason = format!("making room for production: {}", trigger.reason);
+                trigger.reason =
+                    Reason::For("making room for production", Box::new(trigger.reason));
                 // Room is made for production while its demand rises: a
                 // victim must free its memory within what production can
                 // wait (a kill, or a freeze or dump that quick). Taken as a
@@ -147,7 +148,7 @@ mod tests {
         let mut d = detector(0.1);
         assert_eq!(look(&mut d, 0.0, 2 * GB, 0), Verdict::Calm);
         let Verdict::Fire(t) = look(&mut d, 0.1, GB - 1, 0) else { panic!("fires below 10%") };
-        assert!(t.reason.starts_with("making room for production"), "{}", t.reason);
+        assert!(t.reason.to_string().starts_with("making room for production"), "{}", t.reason);
         assert!(t.protected_stalled, "room is made at once, not at leisure");
         assert_eq!(look(&mut d, 0.2, GB, 0), Verdict::Calm, "at the floor: calm");
         // No floor: only thrashing counts.
@@ -170,14 +171,18 @@ mod tests {
         // thrashed for 0.3 s the evidence is its own.
         let (i, t) = fired.expect("fires");
         assert_eq!(i, 0, "the floor fires first");
-        assert!(t.reason.starts_with("making room"), "{}", t.reason);
+        assert!(t.reason.to_string().starts_with("making room"), "{}", t.reason);
         let mut d = detector(0.1);
         let mut last = None;
         for i in 0..=3u32 {
             last = Some(look(&mut d, f64::from(i) / 10.0, 5 * GB, 100 * u64::from(i)));
         }
         let Some(Verdict::Fire(t)) = last else { panic!("{last:?}") };
-        assert!(t.protected_stalled && t.reason.contains("(production)"), "{}", t.reason);
+        assert!(
+            t.protected_stalled && t.reason.to_string().contains("(production)"),
+            "{}",
+            t.reason
+        );
     }
 
     #[test]
@@ -190,7 +195,7 @@ mod tests {
         for i in 0..10u32 {
             let v = look(&mut d, f64::from(i) / 10.0, 0, 100 * u64::from(i));
             if let Verdict::Fire(t) = v {
-                if t.reason.contains("(production) thrashing") {
+                if t.reason.to_string().contains("(production) thrashing") {
                     own = Some(i);
                     break;
                 }
@@ -223,6 +228,6 @@ mod tests {
         }
         let (i, t) = fired.expect("fires");
         assert_eq!(i, 3, "0.3 s after the stall began");
-        assert!(t.protected_stalled && t.reason.contains("PSI"), "{}", t.reason);
+        assert!(t.protected_stalled && t.reason.to_string().contains("PSI"), "{}", t.reason);
     }
 }

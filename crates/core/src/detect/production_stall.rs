@@ -10,7 +10,7 @@
 //! watched here. Where a container's stall is not known (cgroup v1, the
 //! simulator) this part never fires.
 
-use super::{Trigger, Verdict};
+use super::{Reason, Trigger, Verdict};
 use crate::model::{Class, ContainerId, Observation};
 use crate::time::Time;
 use std::collections::BTreeMap;
@@ -91,7 +91,7 @@ impl ProductionStall {
             victim_among_suspects: false,
             protected_stalled: true,
             lasted: hits.iter().map(|h| h.3).max().unwrap_or_default(),
-            reason,
+            reason: Reason::Text(reason),
         })
     }
 
@@ -140,7 +140,11 @@ mod tests {
             panic!("fires at 0.3 s")
         };
         assert!(t.protected_stalled && t.suspects == vec![ContainerId(1)]);
-        assert!(t.reason.contains("(production) stalled on memory 30%"), "{}", t.reason);
+        assert!(
+            t.reason.to_string().contains("(production) stalled on memory 30%"),
+            "{}",
+            t.reason
+        );
         // Cleared by a preemption: it must last its tolerance again.
         d.clear();
         assert!(matches!(

@@ -7,7 +7,7 @@
 //! stall time (PSI `some total`), tasks stalling on memory since the last
 //! look: a node that is exactly full but not stalling is left alone.
 
-use super::{Detector, Trigger, Verdict};
+use super::{Detector, Reason, Trigger, Verdict};
 use crate::model::{ContainerId, Observation};
 
 #[derive(Debug, Default)]
@@ -40,7 +40,10 @@ impl Detector for Static {
             victim_among_suspects: false,
             protected_stalled: false,
             lasted: std::time::Duration::ZERO,
-            reason: format!("out of memory: none of {} bytes available", node.capacity),
+            reason: Reason::Text(format!(
+                "out of memory: none of {} bytes available",
+                node.capacity
+            )),
         })
     }
 
@@ -70,7 +73,7 @@ mod tests {
         assert_eq!(at(&mut d, 1, None), Verdict::Calm);
         let Verdict::Fire(t) = at(&mut d, 0, None) else { panic!("out of memory must fire") };
         assert!(t.suspects.is_empty() && !t.victim_among_suspects);
-        assert!(t.reason.contains("out of memory"), "{}", t.reason);
+        assert!(t.reason.to_string().contains("out of memory"), "{}", t.reason);
     }
 
     #[test]

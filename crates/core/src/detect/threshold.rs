@@ -3,7 +3,7 @@
 //! suspect, and it has no window of its own: Kuber acts as soon as it sees the
 //! threshold crossed (its kill delay is modelled by whoever applies actions).
 
-use super::{Detector, Trigger, Verdict};
+use super::{Detector, Reason, Trigger, Verdict};
 use crate::model::{ContainerId, Observation};
 use crate::time::Time;
 
@@ -38,12 +38,12 @@ impl Detector for Threshold {
             victim_among_suspects: false,
             protected_stalled: false,
             lasted: obs.now - since,
-            reason: format!(
+            reason: Reason::Text(format!(
                 "available {} of {} bytes, below {:.1}% of capacity",
                 node.available,
                 node.capacity,
                 self.fraction * 100.0
-            ),
+            )),
         })
     }
 
@@ -74,7 +74,7 @@ mod tests {
         assert_eq!(t.lasted, Duration::ZERO);
         let Verdict::Fire(t) = at(&mut d, 3, 50) else { panic!() };
         assert_eq!(t.lasted, Duration::from_secs(2));
-        assert!(t.reason.contains("available 50 of 1000"), "{}", t.reason);
+        assert!(t.reason.to_string().contains("available 50 of 1000"), "{}", t.reason);
         d.clear();
         let Verdict::Fire(t) = at(&mut d, 4, 50) else { panic!() };
         assert_eq!(t.lasted, Duration::ZERO);
