@@ -45,16 +45,13 @@ pub struct Trigger {
     pub protected_stalled: bool,
     /// How long the condition had lasted.
     pub lasted: Duration,
-    /// The evidence, put in words for the event log only when a
-    /// preemption is decided ([`Reason`]).
+    /// The evidence, put in words only where it is shown ([`Reason`]).
     pub reason: Reason,
 }
 
-/// A trigger's evidence, kept as figures and written out on demand: a
-/// detector fires at every sample of an episode, and most of those fires
-/// fall in the quiet window after a preemption, where nobody reads them.
-/// Written at every fire, the words cost the simulator 2.5% of its
-/// instructions.
+/// A trigger's evidence, kept as figures and written out where it is
+/// shown (the agent's events). The simulator never shows it, and written
+/// at every fire the words cost it 2.5% of its instructions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reason {
     Text(String),
