@@ -4,10 +4,15 @@
 //!
 //! Events are never scheduled before the last one taken, so the queue is a
 //! radix heap (Ahuja, Mehlhorn, Orlin and Tarjan 1990) on the 128-bit key
-//! (time, order): bucket `b` holds the keys whose highest bit differing from
-//! the last key taken is bit `b - 1`. Taking the least key empties bucket 0,
-//! or splits the first non-empty bucket into lower ones; a key moves down at
-//! most 128 times, in practice a few, and every bucket is a flat vector.
+//! (time, order), in hexadecimal digits rather than bits: bucket (level,
+//! digit) holds the keys that first differ from the last key taken in the
+//! digit at that level, and have that digit there. Taking the least key
+//! empties bucket 0, or splits the first non-empty bucket into lower ones.
+//! A binary radix heap moved an event about ten times on its way down (one
+//! level per halving of the queue); sixteen ways a level, it moves a
+//! quarter as often, and every bucket is a flat vector. The order is part
+//! of the key because many events can share an instant (nodes' looks at
+//! the same sample tick): bucket 0 then holds one, not all of them.
 
 use overbook_core::Time;
 
@@ -28,18 +33,46 @@ pub enum Event {
     Retry { slot: u32, epoch: u32 },
 }
 
-const BUCKETS: usize = 129;
+/// Bits in a digit, and digits in a key.
+const DIGIT: u32 = 4;
+const RADIX: usize = 1 << DIGIT;
+const LEVELS: usize = 128 / DIGIT as usize;
+/// The instant's own bucket, then one per (level, digit).
+const BUCKETS: usize = 1 + LEVELS * RADIX;
+/// Words of the map of non-empty buckets (bucket `b` is bit `b - 1`).
+const WORDS: usize = (LEVELS * RADIX).div_ceil(64);
+
+/// An event keyed by its time, then its place in the order of scheduling.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u128,
+    ev: Event,
+}
+
+fn key(at: Time, seq: u64) -> u128 {
+    (u128::from(at.0) << 64) | u128::from(seq)
+}
+
+/// A key's high and low 64 bits.
+fn halves(key: u128) -> [u64; 2] {
+    use overbook_core::convert::u128_to_u64;
+    [u128_to_u64(key >> 64), u128_to_u64(key & u128::from(u64::MAX))]
+}
+
+fn time(key: u128) -> Time {
+    Time((key >> 64) as u64)
+}
 
 #[derive(Debug)]
 pub struct EventQueue {
-    buckets: Vec<Vec<(u128, Event)>>,
-    /// Bit `b - 1` set when bucket `b` (1..=128) holds events.
-    full: u128,
+    buckets: Vec<Vec<Entry>>,
+    /// Bit `b - 1` set when bucket `b` (1..BUCKETS) holds events.
+    full: [u64; WORDS],
     /// The last key taken (or peeked at): no key in the queue is below it.
     last: u128,
     len: usize,
     seq: u64,
-    /// Where in bucket 0 its least key is, while known: the engine asks
+    /// Where in bucket 0 its first event is, while known: the engine asks
     /// for the next event three times an event (its time, to prefetch
     /// it, to take it), and bucket 0 changes far less often.
     head: Option<usize>,
@@ -49,17 +82,13 @@ impl Default for EventQueue {
     fn default() -> EventQueue {
         EventQueue {
             buckets: vec![Vec::new(); BUCKETS],
-            full: 0,
+            full: [0; WORDS],
             last: 0,
             len: 0,
             seq: 0,
             head: None,
         }
     }
-}
-
-fn key(at: Time, seq: u64) -> u128 {
-    (u128::from(at.0) << 64) | u128::from(seq)
 }
 
 impl EventQueue {
@@ -78,16 +107,15 @@ impl EventQueue {
     /// Push with a place from `stamp`. An event keyed before the last one
     /// taken (only possible at the same instant) is simply next.
     pub fn push_stamped(&mut self, at: Time, seq: u64, ev: Event) {
-        let k = key(at, seq);
-        self.put(k, ev);
+        self.put(Entry { key: key(at, seq), ev });
         self.len += 1;
     }
 
-    fn put(&mut self, k: u128, ev: Event) {
-        let b = self.bucket(k);
-        self.buckets[b].push((k, ev));
+    fn put(&mut self, e: Entry) {
+        let b = self.bucket(e.key);
+        self.buckets[b].push(e);
         if b > 0 {
-            self.full |= 1 << (b - 1);
+            self.full[(b - 1) / 64] |= 1 << ((b - 1) % 64);
         } else {
             self.head = None;
         }
@@ -95,13 +123,31 @@ impl EventQueue {
 
     fn bucket(&self, k: u128) -> usize {
         if k <= self.last {
-            0
-        } else {
-            128 - (k ^ self.last).leading_zeros() as usize
+            return 0;
         }
+        // In 64-bit halves: the time's when it differs (nearly always),
+        // else the order's; one 128-bit shift by a variable costs more.
+        let ([high, low], [last_high, last_low]) = (halves(k), halves(self.last));
+        let (word, base, differ) = if high != last_high {
+            (high, LEVELS / 2, high ^ last_high)
+        } else {
+            (low, 0, low ^ last_low)
+        };
+        let level = (63 - differ.leading_zeros()) / DIGIT;
+        let digit =
+            overbook_core::convert::u64_to_usize((word >> (level * DIGIT)) & (RADIX as u64 - 1));
+        1 + (base + level as usize) * RADIX + digit
     }
 
-    /// Make bucket 0 hold the least key; false when the queue is empty.
+    /// The first non-empty bucket after bucket 0.
+    fn first_full(&self) -> Option<usize> {
+        self.full
+            .iter()
+            .position(|&w| w != 0)
+            .map(|i| i * 64 + self.full[i].trailing_zeros() as usize + 1)
+    }
+
+    /// Make bucket 0 hold the least event; false when the queue is empty.
     fn settle(&mut self) -> bool {
         if self.len == 0 {
             return false;
@@ -109,26 +155,27 @@ impl EventQueue {
         if !self.buckets[0].is_empty() {
             return true;
         }
-        if self.full == 0 {
+        let Some(b) = self.first_full() else {
             return false;
-        }
-        let b = self.full.trailing_zeros() as usize + 1;
-        self.full &= !(1 << (b - 1));
+        };
+        self.full[(b - 1) / 64] &= !(1 << ((b - 1) % 64));
         let mut moving = std::mem::take(&mut self.buckets[b]);
-        self.last = moving.iter().map(|e| e.0).min().unwrap_or(self.last);
-        for (k, ev) in moving.drain(..) {
-            self.put(k, ev);
+        self.last = moving.iter().map(|e| e.key).min().unwrap_or(self.last);
+        for e in moving.drain(..) {
+            self.put(e);
         }
         // Keep the emptied vector's allocation for the bucket.
         self.buckets[b] = moving;
         true
     }
 
-    /// The index in bucket 0 of its least key.
+    /// The index in bucket 0 of its first event.
     fn least(&mut self) -> Option<usize> {
         if self.head.is_none() {
             let b = &self.buckets[0];
-            self.head = (0..b.len()).min_by_key(|&i| b[i]);
+            // The event itself breaks a tie: a node's stale point event can
+            // share its time and place with the live one.
+            self.head = (0..b.len()).min_by_key(|&i| (b[i].key, b[i].ev));
         }
         self.head
     }
@@ -138,7 +185,7 @@ impl EventQueue {
             return None;
         }
         let i = self.least()?;
-        Some(Time((self.buckets[0][i].0 >> 64) as u64))
+        Some(time(self.buckets[0][i].key))
     }
 
     /// The event `pop` would take now.
@@ -147,7 +194,7 @@ impl EventQueue {
             return None;
         }
         let i = self.least()?;
-        Some(self.buckets[0][i].1)
+        Some(self.buckets[0][i].ev)
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
@@ -155,10 +202,10 @@ impl EventQueue {
             return None;
         }
         let i = self.least()?;
-        let (k, ev) = self.buckets[0].swap_remove(i);
+        let e = self.buckets[0].swap_remove(i);
         self.head = None;
         self.len -= 1;
-        Some((Time((k >> 64) as u64), ev))
+        Some((time(e.key), e.ev))
     }
 }
 
