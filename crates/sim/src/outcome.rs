@@ -28,6 +28,10 @@ impl Span {
     pub fn nanos(self) -> u64 {
         self.0
     }
+
+    pub fn from_nanos(nanos: u64) -> Span {
+        Span(nanos)
+    }
 }
 
 impl From<Duration> for Span {
@@ -39,6 +43,12 @@ impl From<Duration> for Span {
 impl AddAssign<Duration> for Span {
     fn add_assign(&mut self, d: Duration) {
         self.0 = self.0.saturating_add(Span::from(d).0);
+    }
+}
+
+impl AddAssign for Span {
+    fn add_assign(&mut self, other: Span) {
+        self.0 = self.0.saturating_add(other.0);
     }
 }
 

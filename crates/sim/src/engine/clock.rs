@@ -8,9 +8,12 @@
 //!
 //! The work clocks add `dt × speed` per interval exactly as the task used to,
 //! so a task's progress is the same number of nanoseconds as if it had been
-//! advanced interval by interval.
+//! advanced interval by interval. They count whole nanoseconds in a `u64`
+//! (584 years) rather than `Duration`s: every task copies the clocks at each
+//! sync, and a step syncs every task on its node.
 
 use super::task::Task;
+use crate::outcome::Span;
 use overbook_core::Class;
 use std::time::Duration;
 
@@ -73,11 +76,11 @@ impl Lane {
 /// Totals since the node started.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Clocks {
-    /// Work done by a task on each lane.
-    pub work: [Duration; 3],
+    /// Work done by a task on each lane, nanoseconds.
+    work: [u64; 3],
     /// Time a task on a slowing lane (slowed, protected) ran slowed by
-    /// thrashing.
-    pub thrash: [Duration; 2],
+    /// thrashing, nanoseconds.
+    thrash: [u64; 2],
     /// Major faults and refaults per GiB a task on a slowing lane held.
     pub majors: [f64; 2],
     pub refaults: [f64; 2],
@@ -95,15 +98,15 @@ impl Clocks {
         rates: [(f64, f64); 2],
         protected: bool,
     ) {
-        self.work[Lane::Slowed as usize] += dt.mul_f64(speeds.slowed);
-        self.work[Lane::Full as usize] += dt.mul_f64(1.0);
+        self.work[Lane::Slowed as usize] += nanos(dt.mul_f64(speeds.slowed));
+        self.work[Lane::Full as usize] += nanos(dt.mul_f64(1.0));
         if protected {
-            self.work[Lane::Protected as usize] += dt.mul_f64(speeds.protected);
+            self.work[Lane::Protected as usize] += nanos(dt.mul_f64(speeds.protected));
         }
         let secs = dt.as_secs_f64();
         for (i, speed) in [speeds.slowed, speeds.protected].into_iter().enumerate() {
             if thrashing && speed < 1.0 {
-                self.thrash[i] += dt;
+                self.thrash[i] += nanos(dt);
                 self.majors[i] += rates[i].0 * secs;
                 self.refaults[i] += rates[i].1 * secs;
             }
@@ -112,7 +115,17 @@ impl Clocks {
 
     /// Work a task on `lane` has done since the clocks read `base`.
     pub fn work_since(&self, base: &Clocks, lane: Lane) -> Duration {
-        self.work[lane as usize].saturating_sub(base.work[lane as usize])
+        Duration::from_nanos(self.work[lane as usize].saturating_sub(base.work[lane as usize]))
+    }
+
+    /// The work clock of `lane`.
+    pub fn work(&self, lane: Lane) -> Duration {
+        Duration::from_nanos(self.work[lane as usize])
+    }
+
+    /// Time a task on the slowed lane ran slowed by thrashing.
+    pub fn slowed_stall(&self) -> Duration {
+        Duration::from_nanos(self.thrash[0])
     }
 
     /// Bring a task running on this node on `lane` up to date: add what it
@@ -121,11 +134,17 @@ impl Clocks {
     pub fn sync(&self, task: &mut Task, lane: Lane) {
         task.progress += self.work_since(&task.base, lane);
         if let Some(i) = lane.stall() {
-            task.outcome.thrashing_time += self.thrash[i].saturating_sub(task.base.thrash[i]);
+            task.outcome.thrashing_time +=
+                Span::from_nanos(self.thrash[i].saturating_sub(task.base.thrash[i]));
             let gib = task.mem as f64 / GIB;
             task.major_faults += gib * (self.majors[i] - task.base.majors[i]);
             task.refaults += gib * (self.refaults[i] - task.base.refaults[i]);
         }
         task.base = *self;
     }
+}
+
+/// A span of the clocks' time in whole nanoseconds (584 years: no run comes near).
+fn nanos(d: Duration) -> u64 {
+    overbook_core::convert::u128_to_u64(d.as_nanos())
 }

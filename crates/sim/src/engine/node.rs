@@ -132,7 +132,7 @@ impl Node {
             swap_total: self.swap_total,
             swap_free: self.swap_total.saturating_sub(self.swap_used),
             // Time its tasks ran slowed by thrashing: the simulator's PSI `some total`.
-            stall: Some(self.clocks.thrash[0]),
+            stall: Some(self.clocks.slowed_stall()),
         }
     }
 

@@ -108,8 +108,7 @@ impl Engine<'_> {
         m.unplan();
         if let Some(point) = point {
             task.target = point;
-            m.target =
-                n.clocks.work[m.lane as usize].saturating_add(point.saturating_sub(task.progress));
+            m.target = n.clocks.work(m.lane).saturating_add(point.saturating_sub(task.progress));
         }
         self.points_moved(node);
     }
@@ -229,7 +228,7 @@ fn time_to(now: Time, m: &Member, clocks: &Clocks, speeds: Speeds) -> Time {
     if m.target == Duration::MAX {
         return Time::MAX;
     }
-    let work = m.target.saturating_sub(clocks.work[m.lane as usize]);
+    let work = m.target.saturating_sub(clocks.work(m.lane));
     let speed = m.lane.speed(speeds);
     now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12))
 }
