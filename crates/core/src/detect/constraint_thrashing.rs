@@ -145,6 +145,11 @@ impl Detector for ConstraintThrashing {
                 extend(&mut runs.major, now, &step, major, step.before.major_faults, rate);
                 extend(&mut runs.refault, now, &step, refault, step.before.refaults(), rate);
             }
+            // Neither counter rising: no hit and nothing to decide (most
+            // containers, most looks).
+            if runs.major.is_none() && runs.refault.is_none() {
+                continue;
+            }
             let protected = !c.class.is_preemptible();
             let tolerance = if protected { self.protected_tolerance } else { self.tolerance };
             let mut hit = ThrashHit {

@@ -55,8 +55,6 @@ struct Entry<S> {
     started: Time,
     faults: FaultCounters,
     usage: Bytes,
-    /// The observation that last mentioned the container.
-    seen: u64,
     state: S,
 }
 
@@ -66,41 +64,45 @@ struct Entry<S> {
 /// A flat list rather than a hash map: a node holds tens of containers, an
 /// observation lists them in much the same order every time, and a step
 /// then walks one short array instead of probing a table per container.
+/// The containers an observation mentions are moved to the front in its
+/// order, so the next observation finds each one where it looks first.
 #[derive(Debug)]
 pub(super) struct Samples<S> {
     entries: Vec<(ContainerId, Entry<S>)>,
-    /// Where the previous lookup ended: the next container is likely next.
-    hint: usize,
-    epoch: u64,
+    /// How many containers the observation under way has mentioned: the
+    /// first `seen` entries are theirs.
+    seen: usize,
 }
 
 impl<S: Default> Samples<S> {
     pub fn new() -> Samples<S> {
-        Samples { entries: Vec::new(), hint: 0, epoch: 0 }
+        Samples { entries: Vec::new(), seen: 0 }
     }
 
     /// Start an observation; every container it holds must be `advance`d
     /// before `end`.
     pub fn begin(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.hint = 0;
+        self.seen = 0;
     }
 
     /// Drop the containers the observation did not mention.
     pub fn end(&mut self) {
-        let epoch = self.epoch;
-        self.entries.retain(|(_, e)| e.seen == epoch);
+        self.entries.truncate(self.seen);
     }
 
-    /// The index of `id`'s entry, looking from the hint on first.
-    fn find(&self, id: ContainerId) -> Option<usize> {
-        let hint = self.hint.min(self.entries.len());
-        let (before, after) = self.entries.split_at(hint);
-        after
-            .iter()
-            .position(|(i, _)| *i == id)
-            .map(|k| hint + k)
-            .or_else(|| before.iter().position(|(i, _)| *i == id))
+    /// The index of `id`'s entry, moved up to the mentioned ones; `None`
+    /// for a container without one.
+    fn mention(&mut self, id: ContainerId) -> Option<usize> {
+        let seen = self.seen.min(self.entries.len());
+        if let Some(k) = self.entries[seen..].iter().position(|(i, _)| *i == id) {
+            if k > 0 {
+                self.entries.swap(seen, seen + k);
+            }
+            self.seen = seen + 1;
+            return Some(seen);
+        }
+        // Mentioned twice in one observation.
+        self.entries[..seen].iter().position(|(i, _)| *i == id)
     }
 
     /// Record `c` as sampled at `now` and return what changed since its
@@ -111,24 +113,24 @@ impl<S: Default> Samples<S> {
             started: c.started,
             faults: c.faults,
             usage: c.usage,
-            seen: 0,
             state: S::default(),
         };
-        let epoch = self.epoch;
-        let k = match self.find(c.id) {
+        let k = match self.mention(c.id) {
             Some(k) => k,
             None => {
-                self.entries.push((c.id, Entry { seen: epoch, ..fresh() }));
-                self.hint = self.entries.len();
+                let seen = self.seen.min(self.entries.len());
+                self.entries.push((c.id, fresh()));
                 let last = self.entries.len() - 1;
-                return (Sample::First, &mut self.entries[last].1.state);
+                if last > seen {
+                    self.entries.swap(seen, last);
+                }
+                self.seen = seen + 1;
+                return (Sample::First, &mut self.entries[seen].1.state);
             }
         };
-        self.hint = k + 1;
         let entry = &mut self.entries[k].1;
-        entry.seen = epoch;
         if restarted(entry, c) {
-            *entry = Entry { seen: epoch, ..fresh() };
+            *entry = fresh();
             return (Sample::First, &mut entry.state);
         }
         // Times never go backwards by contract; if they do, the sample is
@@ -154,8 +156,11 @@ impl<S: Default> Samples<S> {
     }
 
     pub fn forget(&mut self, id: ContainerId) {
-        if let Some(k) = self.find(id) {
+        if let Some(k) = self.entries.iter().position(|(i, _)| *i == id) {
             self.entries.remove(k);
+            if k < self.seen {
+                self.seen -= 1;
+            }
         }
     }
 
@@ -170,4 +175,50 @@ fn restarted<S>(e: &Entry<S>, c: &ContainerStats) -> bool {
         || c.faults.major_faults < e.faults.major_faults
         || c.faults.refault_anon < e.faults.refault_anon
         || c.faults.refault_file < e.faults.refault_file
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Class, JobId};
+
+    fn container(id: u64, major: u64) -> ContainerStats {
+        let mut c = ContainerStats::new(ContainerId(id), JobId(id), Class::BestEffort, Time::ZERO);
+        c.faults.major_faults = major;
+        c
+    }
+
+    /// One observation: each container's sample, as (major faults before,
+    /// after), or `None` for a first or simultaneous one.
+    fn observe(s: &mut Samples<u32>, secs: u64, cs: &[(u64, u64)]) -> Vec<Option<(u64, u64)>> {
+        s.begin();
+        let out = cs
+            .iter()
+            .map(|&(id, major)| match s.advance(Time::from_secs(secs), &container(id, major)).0 {
+                Sample::Step(step) => Some((step.before.major_faults, step.after.major_faults)),
+                Sample::First | Sample::Same => None,
+            })
+            .collect();
+        s.end();
+        out
+    }
+
+    #[test]
+    fn each_container_keeps_its_own_history_whatever_the_order_it_is_listed_in() {
+        let mut s = Samples::<u32>::new();
+        assert_eq!(observe(&mut s, 1, &[(1, 10), (2, 20), (3, 30)]), [None, None, None]);
+        // Reversed, one new, one gone.
+        let got = observe(&mut s, 2, &[(4, 40), (3, 31), (1, 11)]);
+        assert_eq!(got, [None, Some((30, 31)), Some((10, 11))]);
+        assert_eq!(s.len(), 3, "container 2 was not mentioned: dropped");
+        // Listed twice in one look: the second is simultaneous.
+        let got = observe(&mut s, 3, &[(1, 12), (4, 41), (1, 13), (3, 32)]);
+        assert_eq!(got, [Some((11, 12)), Some((40, 41)), None, Some((31, 32))]);
+        // Forgotten between looks: it starts over; the others keep theirs.
+        s.forget(ContainerId(4));
+        let got = observe(&mut s, 4, &[(3, 33), (4, 42), (1, 14)]);
+        assert_eq!(got, [Some((32, 33)), None, Some((12, 14))]);
+        assert_eq!(observe(&mut s, 5, &[(4, 43)]), [Some((42, 43))]);
+        assert_eq!(s.len(), 1);
+    }
 }
