@@ -486,7 +486,7 @@ impl<'m> Engine<'m> {
                 self.advance(node);
                 self.step(node);
             }
-            Event::Point { node, epoch, .. } => self.on_point(node, epoch),
+            Event::Point { node, epoch, slot } => self.on_point(node, epoch, slot),
             Event::Released { slot, epoch } => self.on_released(slot, epoch),
             Event::Resumed { slot, epoch } => self.on_resumed(slot, epoch),
             Event::Retry { slot, epoch } => {

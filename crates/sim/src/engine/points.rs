@@ -165,14 +165,25 @@ impl Engine<'_> {
         }
     }
 
-    /// The node's first point is now: that member reaches it.
-    pub(super) fn on_point(&mut self, node: u32, epoch: u32) {
+    /// The node's first point is now: that member (`first`, the event's)
+    /// reaches it.
+    pub(super) fn on_point(&mut self, node: u32, epoch: u32, first: u32) {
         let n = &mut self.nodes[node as usize];
         if n.point_epoch != epoch {
             return;
         }
         n.point = None;
-        let slot = n.first_point().filter(|m| m.at <= self.now).map(|m| m.slot);
+        // The epoch still matching, the first point is the one the event
+        // was scheduled for: any member's point that moved since was
+        // settled before this event was taken, and a new first point would
+        // have bumped the epoch. (Points are stamped uniquely, so the same
+        // time and stamp is the same member.)
+        let slot = n.member_mut(first).filter(|m| m.running && m.at <= self.now).map(|m| m.slot);
+        debug_assert_eq!(
+            slot,
+            n.first_point().filter(|m| m.at <= self.now).map(|m| m.slot),
+            "node {node}'s first point is not its event's"
+        );
         if let Some(slot) = slot {
             if let Some(m) = n.member_mut(slot) {
                 m.unplan();

@@ -23,7 +23,7 @@ pub enum Event {
     Wake { node: u32 },
     /// A running task on the node reaches its next memory change point or the
     /// end of its work. `epoch` must still match the node's, or the event is
-    /// stale. `slot` is the task's when scheduled, only to prefetch it.
+    /// stale. `slot` is the task whose point it is (while the epoch matches).
     Point { node: u32, epoch: u32, slot: u32 },
     /// A preemption's memory is released (kill delay over, swap-out or dump done).
     Released { slot: u32, epoch: u32 },
@@ -111,6 +111,7 @@ impl EventQueue {
         self.len += 1;
     }
 
+    #[inline]
     fn put(&mut self, e: Entry) {
         let b = self.bucket(e.key);
         self.buckets[b].push(e);
@@ -148,6 +149,7 @@ impl EventQueue {
     }
 
     /// Make bucket 0 hold the least event; false when the queue is empty.
+    #[inline]
     fn settle(&mut self) -> bool {
         if self.len == 0 {
             return false;
@@ -170,6 +172,7 @@ impl EventQueue {
     }
 
     /// The index in bucket 0 of its first event.
+    #[inline]
     fn least(&mut self) -> Option<usize> {
         if self.head.is_none() {
             let b = &self.buckets[0];
