@@ -731,11 +731,6 @@ impl<'m> Engine<'m> {
         observed.clear();
         let n = &self.nodes[node as usize];
         for m in &n.members {
-            if let Some(task) = self.slots.get(m.slot as usize) {
-                prefetch::prefetch(task);
-            }
-        }
-        for m in &n.members {
             if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {
                 if m.running {
                     n.clocks.sync(task, m.lane);

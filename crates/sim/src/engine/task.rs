@@ -100,6 +100,8 @@ pub struct Task {
     /// index of the first point after it): a task moves through its
     /// profile point by point, so no search is needed.
     cursor: usize,
+    /// The progress `cursor` was found for (`Duration::MAX`: none).
+    located: Duration,
     /// A copy of the profile's points from `window_start` on (`window_len`
     /// of them), kept in the task so that moving point by point reads the
     /// profile's own memory only every few points.
@@ -163,6 +165,7 @@ impl Task {
             out: 0,
             refault_until: Time::ZERO,
             cursor: 0,
+            located: Duration::MAX,
             window: [(Duration::ZERO, 0); WINDOW],
             window_start: 0,
             window_len: 0,
@@ -195,6 +198,7 @@ impl Task {
     pub fn push_usage(&mut self, offset: Duration, mem: Bytes) {
         self.spec.profile.push(offset, mem);
         self.window_len = 0;
+        self.located = Duration::MAX;
         // Only what is behind it, short of the point in force: its memory
         // now and ahead stays exact; a restart replays a coarser past
         // that never holds less.
@@ -202,6 +206,7 @@ impl Task {
         if passed > PAST_POINTS {
             self.spec.profile.coarsen_before(passed);
             self.cursor = 0;
+            self.located = Duration::MAX;
             self.window_len = 0;
         }
     }
@@ -236,8 +241,12 @@ impl Task {
     /// The index of the first profile point after `progress` (the
     /// profile's `partition_point`), from where it was last time.
     fn locate(&mut self) -> usize {
-        let len = self.spec.profile.points().len();
         let progress = self.progress;
+        // A point event asks twice (its memory, then its next point).
+        if progress == self.located {
+            return self.cursor;
+        }
+        let len = self.spec.profile.points().len();
         let mut i = self.cursor.min(len);
         if i > 0 && self.point(i - 1).0 > progress {
             i = self.spec.profile.points().partition_point(|p| p.0 <= progress);
@@ -253,6 +262,7 @@ impl Task {
             }
         }
         self.cursor = i;
+        self.located = progress;
         i
     }
 
