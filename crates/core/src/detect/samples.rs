@@ -92,6 +92,7 @@ impl<S: Default> Samples<S> {
 
     /// The index of `id`'s entry, moved up to the mentioned ones; `None`
     /// for a container without one.
+    #[inline]
     fn mention(&mut self, id: ContainerId) -> Option<usize> {
         let seen = self.seen.min(self.entries.len());
         if let Some(k) = self.entries[seen..].iter().position(|(i, _)| *i == id) {
@@ -107,6 +108,7 @@ impl<S: Default> Samples<S> {
 
     /// Record `c` as sampled at `now` and return what changed since its
     /// previous sample, with the detector's state for it.
+    #[inline]
     pub fn advance(&mut self, now: Time, c: &ContainerStats) -> (Sample, &mut S) {
         let fresh = || Entry {
             at: now,
