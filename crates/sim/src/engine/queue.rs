@@ -42,6 +42,9 @@ const BUCKETS: usize = 1 + LEVELS * RADIX;
 /// Words of the map of non-empty buckets (bucket `b` is bit `b - 1`).
 const WORDS: usize = (LEVELS * RADIX).div_ceil(64);
 
+/// The most entries an emptied bucket keeps room for.
+const KEPT: usize = 1024;
+
 /// An event keyed by its time, then its place in the order of scheduling.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -166,8 +169,14 @@ impl EventQueue {
         for e in moving.drain(..) {
             self.put(e);
         }
-        // Keep the emptied vector's allocation for the bucket.
-        self.buckets[b] = moving;
+        // Keep the emptied vector's allocation for the bucket, unless it
+        // is large: a high bucket fills once a while (the day's first
+        // hour puts every node's first point in a few), and 512 buckets
+        // each keeping the most they ever held came to 40 MiB at 12,500
+        // nodes.
+        if moving.capacity() <= KEPT {
+            self.buckets[b] = moving;
+        }
         true
     }
 
