@@ -101,11 +101,11 @@ impl Clocks {
         // A lane at full speed adds what the full lane adds: the same
         // product, worked out once (most nodes, most of the time).
         let full = nanos(dt.mul_f64(1.0));
-        let at = |speed: f64| if speed == 1.0 { full } else { nanos(dt.mul_f64(speed)) };
-        self.work[Lane::Slowed as usize] += at(speeds.slowed);
+        let work = |speed: f64| if speed == 1.0 { full } else { nanos(dt.mul_f64(speed)) };
+        self.work[Lane::Slowed as usize] += work(speeds.slowed);
         self.work[Lane::Full as usize] += full;
         if protected {
-            self.work[Lane::Protected as usize] += at(speeds.protected);
+            self.work[Lane::Protected as usize] += work(speeds.protected);
         }
         let secs = dt.as_secs_f64();
         for (i, speed) in [speeds.slowed, speeds.protected].into_iter().enumerate() {

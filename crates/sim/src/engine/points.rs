@@ -178,18 +178,17 @@ impl Engine<'_> {
         // settled before this event was taken, and a new first point would
         // have bumped the epoch. (Points are stamped uniquely, so the same
         // time and stamp is the same member.)
-        let slot = n.member_mut(first).filter(|m| m.running && m.at <= self.now).map(|m| m.slot);
+        let now = self.now;
+        let due = n.members.iter().position(|m| m.slot == first && m.running && m.at <= now);
         debug_assert_eq!(
-            slot,
-            n.first_point().filter(|m| m.at <= self.now).map(|m| m.slot),
+            due.map(|_| first),
+            n.first_point().filter(|m| m.at <= now).map(|m| m.slot),
             "node {node}'s first point is not its event's"
         );
-        if let Some(slot) = slot {
-            if let Some(m) = n.member_mut(slot) {
-                m.unplan();
-            }
+        if let Some(i) = due {
+            n.members[i].unplan();
             self.advance(node);
-            self.reach_point(slot, node);
+            self.reach_point(first, node);
         }
         self.points_moved(node);
     }
