@@ -16,6 +16,7 @@ pub struct TaskKey(pub u64);
 /// (the first point's before it). Offsets are work done, not wall time, so a
 /// slowed or restarted task replays the same curve.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[repr(C)] // `points` first: `TaskSpec`'s first cache line holds it.
 pub struct MemProfile {
     points: Vec<(Duration, Bytes)>,
     /// Before this offset each point stands for several samples, holding
@@ -128,31 +129,38 @@ impl MemProfile {
 }
 
 /// A task as submitted.
+///
+/// Laid out in this order (`repr(C)`) for the simulator, which keeps
+/// hundreds of thousands of tasks and reads a few fields of each at a time:
+/// what a task's every point reads first (its work, idle spells and
+/// profile), then what its node's policy step reads (job, weight, class,
+/// priority), the rest last.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[repr(C)]
 pub struct TaskSpec {
-    pub key: TaskKey,
-    pub job: JobId,
-    pub submit: Time,
-    pub class: Class,
-    /// The trace's priority (Google 2011: 0..=11), kept for per-band reports.
-    pub priority: u8,
-    /// Memory reserved by the task's request.
-    pub request: Bytes,
-    /// CPU cores the task uses while it runs (for CPU-hour accounting).
-    pub cpus: f64,
     /// Work to do, as run time on an unloaded node; `None` when the trace
     /// tells it only later (a `Finish` event follows).
     pub work: Option<Duration>,
-    /// Memory over the work; may be empty or partial when `Usage` events follow.
-    pub profile: MemProfile,
-    /// Share of memory for the `weighted` reclaimer (003); traces carry none.
-    #[serde(default = "one")]
-    pub weight: u32,
     /// Idle spells, by work offset: at `at` the task stops working and
     /// touching its memory for `length` of wall time (a service with no
     /// requests), its memory then the coldest on the node. Sorted by `at`.
     #[serde(default)]
     pub pauses: Vec<Pause>,
+    /// Memory over the work; may be empty or partial when `Usage` events follow.
+    pub profile: MemProfile,
+    pub job: JobId,
+    /// Share of memory for the `weighted` reclaimer (003); traces carry none.
+    #[serde(default = "one")]
+    pub weight: u32,
+    pub class: Class,
+    /// The trace's priority (Google 2011: 0..=11), kept for per-band reports.
+    pub priority: u8,
+    pub key: TaskKey,
+    pub submit: Time,
+    /// Memory reserved by the task's request.
+    pub request: Bytes,
+    /// CPU cores the task uses while it runs (for CPU-hour accounting).
+    pub cpus: f64,
 }
 
 fn one() -> u32 {

@@ -302,7 +302,7 @@ impl<'m> Engine<'m> {
         self.check_books();
         for slot in 0..self.slots.len() {
             if let Some(task) = self.slots[slot].take() {
-                self.leave(task.outcome);
+                self.leave(task.into_outcome());
             }
         }
         self.counters.horizon = end.since(Time::ZERO);
@@ -413,7 +413,7 @@ impl<'m> Engine<'m> {
         if !completed && self.by_key.get(&task.spec.key) == Some(&slot) {
             self.by_key.remove(&task.spec.key);
         }
-        self.leave(task.outcome);
+        self.leave(task.into_outcome());
         self.free.push(slot);
     }
 
@@ -504,7 +504,9 @@ impl<'m> Engine<'m> {
             Event::Point { node, slot, .. } => {
                 prefetch::prefetch(&self.nodes[node as usize]);
                 if let Some(task) = self.slots.get(slot as usize) {
-                    prefetch::prefetch(task);
+                    for lines in task::POINT_LINES {
+                        prefetch::prefetch_lines(task, lines);
+                    }
                 }
             }
             Event::Released { slot, .. }
@@ -730,6 +732,12 @@ impl<'m> Engine<'m> {
         let mut observed = std::mem::take(&mut self.observed);
         observed.clear();
         let n = &self.nodes[node as usize];
+        // All members' misses at once, not one after the other.
+        for m in &n.members {
+            if let Some(task) = self.slots.get(m.slot as usize) {
+                prefetch::prefetch_lines(task, task::STEP_LINES);
+            }
+        }
         for m in &n.members {
             if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {
                 if m.running {
@@ -795,6 +803,13 @@ impl<'m> Engine<'m> {
         if !self.nodes[node as usize].protect(slot, mem) {
             return;
         }
+        // Synced just now: it counts from here on its new lane's clock.
+        if running {
+            let n = &self.nodes[node as usize];
+            if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
+                n.rebase(slot, task);
+            }
+        }
         // Its next point is counted on the protected lane's clock now.
         if running {
             self.target_point(slot, node);
@@ -821,9 +836,9 @@ impl<'m> Engine<'m> {
                 now.0, node, task.spec.key, task.mem, task.progress
             );
         }
-        task.base = n.clocks;
         let mem = task.mem;
         let lane = Lane::of(task.spec.class);
+        task.base = n.clocks.reading(lane);
         n.add_member(Member::new(slot, true, lane, task.spec.cpus));
         n.hold(false, 0, mem);
         self.kernel_reclaim(node);

@@ -171,11 +171,24 @@ impl Node {
         self.protect_production && self.lane(slot) == Lane::Protected
     }
 
+    /// The lane member `slot`, running `task`, progresses on.
+    fn task_lane(&self, slot: u32, task: &Task) -> Lane {
+        if self.protect_production {
+            self.lane(slot)
+        } else {
+            Lane::of(task.spec.class)
+        }
+    }
+
     /// Bring member `slot`'s task up to the node's clocks (`Clocks::sync`).
     pub fn sync(&self, slot: u32, task: &mut Task) {
-        let lane =
-            if self.protect_production { self.lane(slot) } else { Lane::of(task.spec.class) };
-        self.clocks.sync(task, lane);
+        self.clocks.sync(task, self.task_lane(slot, task));
+    }
+
+    /// Member `slot`'s task progresses from now on (it starts or resumes
+    /// running, or changed lanes after a sync).
+    pub fn rebase(&self, slot: u32, task: &mut Task) {
+        task.base = self.clocks.reading(self.task_lane(slot, task));
     }
 
     /// A member (on the protected lane or not) now holds `mem` where it

@@ -11,22 +11,37 @@ pub fn prefetch<T>(value: &T) {
     prefetch_slice(std::slice::from_ref(value));
 }
 
+/// Ask the cache for cache lines `lines` of `value` (a part of it laid out
+/// for one reader, as `Task` is), counted from its start.
+#[inline(always)]
+pub fn prefetch_lines<T>(value: &T, lines: std::ops::Range<usize>) {
+    let size = std::mem::size_of::<T>();
+    let start = (lines.start * 64).min(size);
+    let end = (lines.end * 64).min(size);
+    prefetch_range(std::ptr::from_ref(value) as usize + start, end.saturating_sub(start));
+}
+
 /// Ask the cache for the memory of `values` (every line of it).
 #[inline(always)]
 pub fn prefetch_slice<T>(values: &[T]) {
+    prefetch_range(values.as_ptr() as usize, std::mem::size_of_val(values));
+}
+
+/// Ask the cache for `bytes` of memory from address `start`, which are live.
+#[inline(always)]
+fn prefetch_range(start: usize, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = values.as_ptr() as usize;
-        let end = start + std::mem::size_of_val(values);
+        let end = start + bytes;
         let mut line = start & !63;
         while line < end {
             // SAFETY: a prefetch never faults and never changes memory,
-            // whatever the address; this one is inside `values`, which are live.
+            // whatever the address; this one is inside a live value.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
             line += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = values;
+    let _ = (start, bytes);
 }

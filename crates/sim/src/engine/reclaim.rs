@@ -205,10 +205,12 @@ impl Engine<'_> {
             return;
         }
         // It did no work while idle: its clocks start from now.
-        let clocks = self.nodes[node as usize].clocks;
-        let Some(task) = self.task_mut(slot) else { return };
+        let n = &self.nodes[node as usize];
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
         task.phase = Phase::Running { node };
-        task.base = clocks;
+        n.rebase(slot, task);
         self.stall(slot, node, out);
         // Taken once already: `stall` counts what it faults back, not a new loss.
         if let Some(task) = self.task_mut(slot) {
@@ -226,7 +228,7 @@ impl Engine<'_> {
         let n = &mut self.nodes[node as usize];
         if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
             task.phase = Phase::Running { node };
-            task.base = n.clocks;
+            n.rebase(slot, task);
         }
         n.set_running(slot, true);
         self.plan_point(slot, node);

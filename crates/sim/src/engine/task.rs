@@ -1,10 +1,12 @@
 //! A simulated task: its spec, where it is in its life, and what it has cost.
 
-use super::clock::Clocks;
+use super::clock::Reading;
 use crate::outcome::{Span, Stamp, TaskOutcome};
 use crate::workload::TaskSpec;
+use overbook_core::convert::usize_to_u32;
 use overbook_core::launch::TaskRequest;
 use overbook_core::{Bytes, ContainerId, ImageInfo, Time};
+use std::ops::Range;
 use std::time::Duration;
 
 /// Profile points a task keeps at hand (`Task::window`).
@@ -69,58 +71,80 @@ pub enum Phase {
     },
 }
 
+/// A task in the engine.
+///
+/// Laid out by who reads it (`repr(C)`, on cache lines of its own): a day
+/// at Google scale keeps hundreds of thousands of tasks spread over most of
+/// a gigabyte, and the engine spends its time waiting for them, so what a
+/// policy step reads of each task on its node, and what a task's point
+/// reads of it, sit together at the front (`STEP_LINES`, `POINT_LINES`),
+/// and what only a kill, dump or departure reads sits behind.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Task {
-    pub id: ContainerId,
+    /// First line: its work, idle spells and profile; second: what a step
+    /// reports of it (job, weight, class, priority).
     pub spec: TaskSpec,
-    pub phase: Phase,
-    /// Bumped whenever scheduled events for this task become stale.
-    pub epoch: u32,
     /// Work done in the current incarnation (kept across freezes and
     /// checkpoints), up to its last sync with its node's clocks.
     pub progress: Duration,
-    /// Its node's clocks at its last sync, while it runs.
-    pub base: Clocks,
-    /// Progress at its last image, for the dirty share of an incremental dump.
-    pub progress_at_image: Duration,
-    /// The work offset its planned point stands for.
-    pub target: Duration,
-    /// Bytes its pending dump writes.
-    pub written: Bytes,
-    /// Start of the current incarnation.
-    pub started: Time,
+    /// Its node's clocks on its lane at its last sync, while it runs.
+    pub base: Reading,
     /// Memory it holds now (its profile at `progress`).
     pub mem: Bytes,
+    /// Fault counters synthesized from the thrashing model, up to its last sync.
+    pub major_faults: f64,
+    pub refaults: f64,
+    /// Nanoseconds it ran slowed by thrashing, up to its last sync: its
+    /// outcome's `thrashing_time` when it leaves (`Task::into_outcome`).
+    thrashed: u64,
     /// Of `mem`, what reclaim pushed to swap while it was idle; it faults
     /// it back when it works again.
     pub out: Bytes,
-    /// When its refaulting ends (`Phase::Refaulting`).
-    pub refault_until: Time,
+    pub id: ContainerId,
+    /// Start of the current incarnation.
+    pub started: Time,
+    pub phase: Phase,
+    /// Bumped whenever scheduled events for this task become stale.
+    pub epoch: u32,
     /// Where `progress` was in its profile last time (`MemProfile::points`
     /// index of the first point after it): a task moves through its
     /// profile point by point, so no search is needed.
-    cursor: usize,
+    cursor: u32,
+    window_start: u32,
+    pub image: Option<ImageInfo>,
     /// The progress `cursor` was found for (`Duration::MAX`: none).
     located: Duration,
+    /// The work offset its planned point stands for.
+    pub target: Duration,
+    window_len: u32,
     /// A copy of the profile's points from `window_start` on (`window_len`
     /// of them), kept in the task so that moving point by point reads the
-    /// profile's own memory only every few points.
-    window: [(Duration, Bytes); WINDOW],
-    window_start: usize,
-    window_len: usize,
+    /// profile's own memory only every few points. Offsets in nanoseconds:
+    /// 16 bytes a point, where a `Duration` takes 16 alone.
+    window: [(u64, Bytes); WINDOW],
+    /// Progress at its last image, for the dirty share of an incremental dump.
+    pub progress_at_image: Duration,
+    /// Bytes its pending dump writes.
+    pub written: Bytes,
+    /// When its refaulting ends (`Phase::Refaulting`).
+    pub refault_until: Time,
+    /// When it began waiting to resume, to learn how long local resumes take.
+    pub suspended_at: Time,
     /// Runs so far (a kill ends one).
     pub attempts: u32,
     /// The trace ended it while a kill, freeze, dump or resume was under
     /// way: it leaves once that is done (`death.rs`).
     pub doomed: bool,
-    pub image: Option<ImageInfo>,
-    /// When it began waiting to resume, to learn how long local resumes take.
-    pub suspended_at: Time,
-    /// Fault counters synthesized from the thrashing model, up to its last sync.
-    pub major_faults: f64,
-    pub refaults: f64,
     pub outcome: TaskOutcome,
 }
+
+/// The cache lines of a task that a policy step reads: its spec's two,
+/// then its progress, clocks, memory, counters, phase and image.
+pub const STEP_LINES: Range<usize> = 0..5;
+/// The cache lines of a task that reaching a point reads: the spec's first
+/// (work, idle spells, profile), then the sync's, the cursor and the window.
+pub const POINT_LINES: [Range<usize>; 2] = [0..1, 2..7];
 
 impl Task {
     pub fn new(id: ContainerId, spec: TaskSpec) -> Task {
@@ -151,32 +175,45 @@ impl Task {
             refault_time: Span::ZERO,
         };
         Task {
-            id,
             spec,
-            phase: Phase::Backoff,
-            epoch: 0,
             progress: Duration::ZERO,
-            base: Clocks::default(),
-            progress_at_image: Duration::ZERO,
-            target: Duration::ZERO,
-            written: 0,
-            started: Time::ZERO,
+            base: Reading::default(),
             mem: 0,
-            out: 0,
-            refault_until: Time::ZERO,
-            cursor: 0,
-            located: Duration::MAX,
-            window: [(Duration::ZERO, 0); WINDOW],
-            window_start: 0,
-            window_len: 0,
-            attempts: 0,
-            doomed: false,
-            image: None,
-            suspended_at: Time::ZERO,
             major_faults: 0.0,
             refaults: 0.0,
+            thrashed: 0,
+            out: 0,
+            id,
+            started: Time::ZERO,
+            phase: Phase::Backoff,
+            epoch: 0,
+            cursor: 0,
+            window_start: 0,
+            image: None,
+            located: Duration::MAX,
+            target: Duration::ZERO,
+            window_len: 0,
+            window: [(0, 0); WINDOW],
+            progress_at_image: Duration::ZERO,
+            written: 0,
+            refault_until: Time::ZERO,
+            suspended_at: Time::ZERO,
+            attempts: 0,
+            doomed: false,
             outcome,
         }
+    }
+
+    /// Its outcome as it leaves, with what it ran slowed since its last sync.
+    pub fn into_outcome(self) -> TaskOutcome {
+        let mut outcome = self.outcome;
+        outcome.thrashing_time += Span::from_nanos(self.thrashed);
+        outcome
+    }
+
+    /// Add what it ran slowed by thrashing, nanoseconds (`Clocks::sync`).
+    pub fn thrashed(&mut self, nanos: u64) {
+        self.thrashed = self.thrashed.saturating_add(nanos);
     }
 
     pub fn request(&self, now: Time) -> TaskRequest {
@@ -214,26 +251,33 @@ impl Task {
     /// Profile point `i` (`i` < the profile's length), from the window when
     /// it holds it, else the window is refilled from `i - 1` on.
     fn point(&mut self, i: usize) -> (Duration, Bytes) {
-        let k = i.wrapping_sub(self.window_start);
-        if k < self.window_len {
-            return self.window[k];
+        let k = i.wrapping_sub(self.window_start as usize);
+        if k < self.window_len as usize {
+            let (offset, mem) = self.window[k];
+            return (Duration::from_nanos(offset), mem);
         }
         let points = self.spec.profile.points();
         let start = i.saturating_sub(1);
-        let len = (points.len() - start).min(WINDOW);
-        self.window[..len].copy_from_slice(&points[start..start + len]);
-        self.window_start = start;
-        self.window_len = len;
+        let mut len = 0;
+        for &(offset, mem) in points[start..].iter().take(WINDOW) {
+            // An offset past 584 years stays out: the window then ends short.
+            let Ok(offset) = u64::try_from(offset.as_nanos()) else { break };
+            self.window[len] = (offset, mem);
+            len += 1;
+        }
+        // Both below the profile's length: no profile has 4 G points.
+        self.window_start = usize_to_u32(start);
+        self.window_len = usize_to_u32(len);
         points[i]
     }
 
     /// Ask the cache for the profile points the window is next refilled
     /// from, when the task is about to run out of it.
     pub fn prefetch_profile(&self) {
-        let end = self.window_start + self.window_len;
+        let end = self.window_start as usize + self.window_len as usize;
         let points = self.spec.profile.points();
         let start = end.saturating_sub(1);
-        if self.cursor + 2 >= end && start < points.len() {
+        if self.cursor as usize + 2 >= end && start < points.len() {
             super::prefetch::prefetch_slice(&points[start..(start + WINDOW).min(points.len())]);
         }
     }
@@ -244,10 +288,10 @@ impl Task {
         let progress = self.progress;
         // A point event asks twice (its memory, then its next point).
         if progress == self.located {
-            return self.cursor;
+            return self.cursor as usize;
         }
         let len = self.spec.profile.points().len();
-        let mut i = self.cursor.min(len);
+        let mut i = (self.cursor as usize).min(len);
         if i > 0 && self.point(i - 1).0 > progress {
             i = self.spec.profile.points().partition_point(|p| p.0 <= progress);
         } else {
@@ -261,7 +305,7 @@ impl Task {
                 }
             }
         }
-        self.cursor = i;
+        self.cursor = usize_to_u32(i);
         self.located = progress;
         i
     }
@@ -314,6 +358,63 @@ mod tests {
     use super::*;
     use crate::workload::{MemProfile, TaskKey};
     use overbook_core::{Class, JobId};
+
+    /// Where a field of a task lies: its first byte and one past its last.
+    macro_rules! bytes_of {
+        ($($field:ident).+ : $ty:ty) => {{
+            let start = std::mem::offset_of!(Task, $($field).+);
+            (stringify!($($field).+), start, start + size_of::<$ty>())
+        }};
+    }
+
+    #[test]
+    fn what_a_step_and_a_point_read_sits_in_their_cache_lines() {
+        let within = |lines: &Range<usize>, (_, start, end): (&str, usize, usize)| {
+            lines.start * 64 <= start && end <= lines.end * 64
+        };
+        // What a sync reads and writes.
+        let sync = [
+            bytes_of!(progress: Duration),
+            bytes_of!(base: Reading),
+            bytes_of!(mem: Bytes),
+            bytes_of!(major_faults: f64),
+            bytes_of!(refaults: f64),
+            bytes_of!(thrashed: u64),
+            bytes_of!(phase: Phase),
+        ];
+        // What `stats_of` reads besides.
+        let stats = [
+            bytes_of!(spec.job: JobId),
+            bytes_of!(spec.weight: u32),
+            bytes_of!(spec.class: Class),
+            bytes_of!(spec.priority: u8),
+            bytes_of!(out: Bytes),
+            bytes_of!(id: ContainerId),
+            bytes_of!(started: Time),
+            bytes_of!(image: Option<ImageInfo>),
+        ];
+        // What reaching a point reads besides: its spec's work, idle spells
+        // and profile, and where it is in the profile.
+        let point = [
+            bytes_of!(spec.work: Option<Duration>),
+            bytes_of!(spec.pauses: Vec<crate::workload::Pause>),
+            bytes_of!(spec.profile: Vec<(Duration, Bytes)>),
+            bytes_of!(located: Duration),
+            bytes_of!(target: Duration),
+            bytes_of!(cursor: u32),
+            bytes_of!(window_start: u32),
+            bytes_of!(window_len: u32),
+            bytes_of!(window: [(u64, Bytes); WINDOW]),
+        ];
+        for field in sync.iter().chain(&stats) {
+            assert!(within(&STEP_LINES, *field), "a step reads {field:?}");
+        }
+        for field in sync.iter().chain(&point) {
+            assert!(POINT_LINES.iter().any(|l| within(l, *field)), "a point reads {field:?}");
+        }
+        assert_eq!(std::mem::align_of::<Task>(), 64);
+        assert_eq!(size_of::<Option<Task>>(), size_of::<Task>(), "a slot is a task");
+    }
 
     #[test]
     fn a_long_lived_tasks_profile_stays_bounded_and_exact_from_its_progress_on() {
