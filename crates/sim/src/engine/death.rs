@@ -53,7 +53,7 @@ impl Engine<'_> {
                 let n = &mut self.nodes[node as usize];
                 n.queued = n.queued.saturating_sub(1);
                 n.queued_request = n.queued_request.saturating_sub(request);
-                n.policy.departed(id);
+                n.with_policy(|p| p.departed(id));
                 self.release_guarantee(slot, node);
                 Some(node)
             }
@@ -61,11 +61,11 @@ impl Engine<'_> {
                 let mem = task.mem;
                 let n = &mut self.nodes[node as usize];
                 n.swap_used = n.swap_used.saturating_sub(mem);
-                n.policy.departed(id);
+                n.with_policy(|p| p.departed(id));
                 Some(node)
             }
             Phase::Checkpointed { node, .. } => {
-                self.nodes[node as usize].policy.departed(id);
+                self.nodes[node as usize].with_policy(|p| p.departed(id));
                 Some(node)
             }
             Phase::Running { node }
@@ -90,7 +90,7 @@ impl Engine<'_> {
                 if matches!(phase, Phase::Idle { .. }) {
                     n.idle = n.idle.saturating_sub(1);
                 }
-                n.policy.departed(id);
+                n.with_policy(|p| p.departed(id));
                 self.release_guarantee(slot, node);
                 self.recompute(node);
                 Some(node)

@@ -439,7 +439,7 @@ impl<'m> Engine<'m> {
         task.phase = Phase::Queued { node };
         let n = &mut self.nodes[node as usize];
         let stats = n.stats();
-        match n.policy.submit(now, req, &stats) {
+        match n.with_policy(|p| p.submit(now, req, &stats)) {
             Admission::Launch => self.launch(slot, node),
             Admission::Queued => {
                 n.queued += 1;
@@ -527,7 +527,7 @@ impl<'m> Engine<'m> {
             Event::Wake { node } => {
                 let n = &self.nodes[node as usize];
                 prefetch::prefetch_slice(&n.members);
-                prefetch::prefetch(&*n.policy);
+                prefetch::prefetch(n.policy());
             }
             Event::Point { node, slot, .. } => {
                 prefetch::prefetch_slice(&self.nodes[node as usize].members);
@@ -550,7 +550,7 @@ impl<'m> Engine<'m> {
         let n = &mut self.nodes[node as usize];
         n.hold(n.protected(slot), mem, 0);
         n.remove_member(slot);
-        n.policy.finished(self.now, id, job, peak, runtime);
+        n.with_policy(|p| p.finished(self.now, id, job, peak, runtime));
         self.release_guarantee(slot, node);
         self.retire(slot, true);
         self.recompute(node);
@@ -597,16 +597,9 @@ impl<'m> Engine<'m> {
     /// pressure, or when memory freed up for waiting tasks, keeps calm nodes cheap.
     fn worth_a_step(&self, node: u32, freed: bool) -> bool {
         let n = &self.nodes[node as usize];
-        // The policy is asked last: it lives apart from the node, and on a
-        // calm node that freed nothing reading it would be a cache miss
-        // for an answer that does not count.
-        let waiting = || {
-            let (queued, suspended) = n.policy.launcher().waiting();
-            queued + suspended > 0
-        };
         n.thrashing
             || n.demand.saturating_mul(5) > n.capacity.saturating_mul(4)
-            || (freed && waiting())
+            || (freed && n.waiting())
     }
 
     fn on_released(&mut self, slot: u32, epoch: u32) {
@@ -623,7 +616,7 @@ impl<'m> Engine<'m> {
         let n = &mut self.nodes[node as usize];
         let protected = n.protected(slot);
         n.remove_member(slot);
-        n.policy.departed(id);
+        n.with_policy(|p| p.departed(id));
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -659,7 +652,7 @@ impl<'m> Engine<'m> {
                 task.phase = Phase::Frozen { node };
                 task.suspended_at = now;
                 let (req, mem) = (task.request(now), task.mem);
-                n.policy.suspended(now, req, mem);
+                n.with_policy(|p| p.suspended(now, req, mem));
                 self.recompute(node);
             }
             Phase::Dumping { .. } => {
@@ -675,7 +668,7 @@ impl<'m> Engine<'m> {
                 };
                 task.phase = Phase::Checkpointed { node: target, image_node: node };
                 let (req, mem) = (task.request(now), task.mem);
-                self.nodes[target as usize].policy.suspended(now, req, mem);
+                self.nodes[target as usize].with_policy(|p| p.suspended(now, req, mem));
                 if target != node {
                     self.reindex(target);
                     self.step(target);
@@ -751,7 +744,7 @@ impl<'m> Engine<'m> {
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         let n = &mut self.nodes[node as usize];
-        let wake = n.policy.step(&obs, backlog, &mut actions);
+        let wake = n.with_policy(|p| p.step(&obs, backlog, &mut actions));
         let thrashing = n.thrashing;
         self.observed = observed;
         for action in actions.drain(..) {

@@ -43,7 +43,13 @@ pub struct Node {
     pub capacity: Bytes,
     pub swap_total: Bytes,
     pub swap_used: Bytes,
-    pub policy: Box<NodePolicy>,
+    /// Changed only through `with_policy`, which keeps `waiting` true to it.
+    policy: Box<NodePolicy>,
+    /// Whether tasks wait in its launcher (queued or suspended), as the
+    /// policy said after it last changed: asked on every memory change that
+    /// frees some, where reading the policy, which lives apart from the
+    /// node, would be a cache miss of its own.
+    waiting: bool,
     /// The tasks holding memory here (running, dying, freezing, dumping,
     /// resuming), in the order they came.
     pub members: Vec<Member>,
@@ -100,6 +106,7 @@ impl Node {
             capacity,
             swap_total,
             swap_used: 0,
+            waiting: waits(&policy),
             policy: Box::new(policy),
             members: Vec::new(),
             demand: 0,
@@ -124,6 +131,23 @@ impl Node {
         }
     }
 
+    /// Its policy, to read.
+    pub fn policy(&self) -> &NodePolicy {
+        &self.policy
+    }
+
+    /// Call its policy in a way that may change it.
+    pub fn with_policy<R>(&mut self, call: impl FnOnce(&mut NodePolicy) -> R) -> R {
+        let result = call(&mut self.policy);
+        self.waiting = waits(&self.policy);
+        result
+    }
+
+    /// Whether tasks wait in its launcher, queued or suspended.
+    pub fn waiting(&self) -> bool {
+        self.waiting
+    }
+
     pub fn stats(&self) -> NodeStats {
         NodeStats {
             reclaims: None,
@@ -144,19 +168,14 @@ impl Node {
     /// The placement key: load in parts per million of capacity (memory held
     /// plus queued requests), then queue length, then index (000 §4.1).
     pub fn placement_key(&self, index: u32) -> (u64, u32, u32) {
-        let load = self.demand.saturating_add(self.queued_request) as u128;
-        let ppm =
-            overbook_core::convert::u128_to_u64(load * 1_000_000 / (self.capacity.max(1) as u128));
-        (ppm, self.queued, index)
+        let load = self.demand.saturating_add(self.queued_request);
+        (ppm(load, self.capacity), self.queued, index)
     }
 
     /// The guarantee key: production reservations in parts per million of
     /// capacity, then index.
     pub fn guarantee_key(&self, index: u32) -> (u64, u32, u32) {
-        let ppm = overbook_core::convert::u128_to_u64(
-            self.guaranteed as u128 * 1_000_000 / (self.capacity.max(1) as u128),
-        );
-        (ppm, 0, index)
+        (ppm(self.guaranteed, self.capacity), 0, index)
     }
 
     /// The lane member `slot` is on (slowed if it is not a member).
@@ -275,5 +294,51 @@ impl Node {
     /// The member whose point comes first (time, then event order), if any.
     pub fn first_point(&self) -> Option<&Member> {
         self.members.iter().filter(|m| m.running && m.at != Time::MAX).min_by_key(|m| (m.at, m.seq))
+    }
+}
+
+/// Whether tasks wait in `policy`'s launcher, queued or suspended.
+fn waits(policy: &NodePolicy) -> bool {
+    let (queued, suspended) = policy.launcher().waiting();
+    queued + suspended > 0
+}
+
+/// `part` in parts per million of `whole` (at least 1), rounded down.
+/// In 64 bits while the product fits (below 18 TB): a 128-bit division is
+/// a call of its own, and the placement key is worked out on every change.
+fn ppm(part: Bytes, whole: Bytes) -> u64 {
+    let whole = whole.max(1);
+    match part.checked_mul(1_000_000) {
+        Some(scaled) => scaled / whole,
+        None => {
+            overbook_core::convert::u128_to_u64(u128::from(part) * 1_000_000 / u128::from(whole))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ppm;
+
+    #[test]
+    fn parts_per_million_are_the_same_in_64_and_128_bits() {
+        let wide = |part: u64, whole: u64| {
+            overbook_core::convert::u128_to_u64(
+                u128::from(part) * 1_000_000 / u128::from(whole.max(1)),
+            )
+        };
+        let edge = u64::MAX / 1_000_000;
+        for (part, whole) in [
+            (0, 0),
+            (5, 0),
+            (1 << 30, 64 << 30),
+            (edge, 3),
+            (edge + 1, 3),
+            (u64::MAX, 1),
+            (u64::MAX, u64::MAX),
+            (123_456_789_012, 987_654_321),
+        ] {
+            assert_eq!(ppm(part, whole), wide(part, whole), "{part} of {whole}");
+        }
     }
 }

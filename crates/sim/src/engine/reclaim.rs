@@ -45,8 +45,7 @@ impl Engine<'_> {
                 self.take_cold(slot, node, bytes);
                 self.recompute(node);
                 // Room for what waits: the step that asked has polled already.
-                let (queued, suspended) = self.nodes[node as usize].policy.launcher().waiting();
-                if queued + suspended > 0 {
+                if self.nodes[node as usize].waiting() {
                     self.wake(node, self.now);
                 }
             }
