@@ -191,7 +191,7 @@ impl Node {
     }
 
     /// The lane member `slot`, running `task`, progresses on.
-    fn task_lane(&self, slot: u32, task: &Task) -> Lane {
+    pub fn task_lane(&self, slot: u32, task: &Task) -> Lane {
         if self.protect_production {
             self.lane(slot)
         } else {

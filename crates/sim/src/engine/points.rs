@@ -10,7 +10,7 @@
 //! Whatever moves a node's points marks the node (`points_moved`); the
 //! node's event is put right before the next event is taken (`settle_points`).
 
-use super::clock::{Clocks, Speeds};
+use super::clock::{Clocks, Lane, Speeds};
 use super::node::Member;
 use super::queue::Event;
 use super::task::Phase;
@@ -186,14 +186,16 @@ impl Engine<'_> {
             "node {node}'s first point is not its event's"
         );
         if let Some(i) = due {
+            let lane = n.members[i].lane;
             n.members[i].unplan();
             self.advance(node);
-            self.reach_point(first, node);
+            self.reach_point(first, node, lane);
         }
         self.points_moved(node);
     }
 
-    fn reach_point(&mut self, slot: u32, node: u32) {
+    /// Member `slot`, on `lane`, reaches its point.
+    fn reach_point(&mut self, slot: u32, node: u32, lane: Lane) {
         let n = &self.nodes[node as usize];
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
             return;
@@ -201,7 +203,10 @@ impl Engine<'_> {
         if task.phase != (Phase::Running { node }) {
             return;
         }
-        n.sync(slot, task);
+        // The member's lane, which `Node::sync` would work out from the
+        // task's class, on a line of the task this path does not read.
+        debug_assert_eq!(lane, n.task_lane(slot, task));
+        n.clocks.sync(task, lane);
         // The point was timed for exactly this work offset at a speed that
         // has not changed since (or it would have been re-timed): snap to it
         // so rounding never leaves a task a nanosecond short forever.
