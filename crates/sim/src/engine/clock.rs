@@ -116,9 +116,9 @@ impl Clocks {
         }
     }
 
-    /// The work clock of `lane`.
-    pub fn work(&self, lane: Lane) -> Duration {
-        Duration::from_nanos(self.work[lane as usize])
+    /// The work clock of `lane`, nanoseconds.
+    pub fn work_nanos(&self, lane: Lane) -> u64 {
+        self.work[lane as usize]
     }
 
     /// Time a task on the slowed lane ran slowed by thrashing.

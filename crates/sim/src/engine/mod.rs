@@ -503,6 +503,8 @@ impl<'m> Engine<'m> {
             Event::Wake { node } => prefetch::prefetch(&self.nodes[node as usize]),
             Event::Point { node, slot, .. } => {
                 prefetch::prefetch(&self.nodes[node as usize]);
+                // Its memory changes, and with it its placement key.
+                self.placement.prefetch(node);
                 if let Some(task) = self.slots.get(slot as usize) {
                     for lines in task::POINT_LINES {
                         prefetch::prefetch_lines(task, lines);
@@ -832,7 +834,7 @@ impl<'m> Engine<'m> {
         let mem = task.mem;
         let lane = Lane::of(task.spec.class);
         task.base = n.clocks.reading(lane);
-        n.add_member(Member::new(slot, true, lane, task.spec.cpus));
+        n.add_member(Member::new(slot, true, lane), task.spec.cpus);
         n.hold(false, 0, mem);
         self.kernel_reclaim(node);
         self.target_point(slot, node);
@@ -887,7 +889,7 @@ impl<'m> Engine<'m> {
         // A short memory of how long resumes wait here: 004's local queue time.
         n.resume_wait = 0.8 * n.resume_wait + 0.2 * waited;
         let lane = Lane::of(class);
-        n.add_member(Member::new(slot, false, lane, task_cpus));
+        n.add_member(Member::new(slot, false, lane), task_cpus);
         n.hold(false, 0, mem);
         self.kernel_reclaim(node);
         self.recompute(node);

@@ -4,11 +4,11 @@ use super::clock::{Clocks, Lane, Speeds};
 use super::task::Task;
 use overbook_core::policy::NodePolicy;
 use overbook_core::{Bytes, NodeStats, Time};
-use std::time::Duration;
 
 /// A task holding memory on a node, with what the node needs to know of it
 /// without touching the task: whether it progresses, and when it next
-/// reaches a point (a memory change or its end).
+/// reaches a point (a memory change or its end). 32 bytes: a point event
+/// reads its node's whole list.
 #[derive(Clone, Copy, Debug)]
 pub struct Member {
     pub slot: u32,
@@ -16,24 +16,26 @@ pub struct Member {
     /// freezing, dumping, resuming).
     pub running: bool,
     pub lane: Lane,
-    pub cpus: f64,
-    /// The reading of its lane's work clock at which it reaches its next
-    /// point (`Duration::MAX` for none).
-    pub target: Duration,
+    /// The reading of its lane's work clock, nanoseconds, at which it
+    /// reaches its next point (`NO_TARGET` for none).
+    pub target: u64,
     /// When it gets there at the node's present speed (`Time::MAX`: never),
     /// and its place in the event order (`EventQueue::stamp`) for ties.
     pub at: Time,
     pub seq: u64,
 }
 
+/// A member's `target` when it has no point planned.
+pub const NO_TARGET: u64 = u64::MAX;
+
 impl Member {
-    pub fn new(slot: u32, running: bool, lane: Lane, cpus: f64) -> Member {
-        Member { slot, running, lane, cpus, target: Duration::MAX, at: Time::MAX, seq: 0 }
+    pub fn new(slot: u32, running: bool, lane: Lane) -> Member {
+        Member { slot, running, lane, target: NO_TARGET, at: Time::MAX, seq: 0 }
     }
 
     /// Forget its planned point.
     pub fn unplan(&mut self) {
-        self.target = Duration::MAX;
+        self.target = NO_TARGET;
         self.at = Time::MAX;
     }
 }
@@ -53,6 +55,9 @@ pub struct Node {
     /// The tasks holding memory here (running, dying, freezing, dumping,
     /// resuming), in the order they came.
     pub members: Vec<Member>,
+    /// The cores each member uses while it runs, in `members`' order
+    /// (apart: only counting the running cores reads them).
+    member_cpus: Vec<f64>,
     /// Memory the members hold.
     pub demand: Bytes,
     /// Whether the policy protects production's memory (`protect.production`):
@@ -109,6 +114,7 @@ impl Node {
             waiting: waits(&policy),
             policy: Box::new(policy),
             members: Vec::new(),
+            member_cpus: Vec::new(),
             demand: 0,
             protect_production,
             protected: 0,
@@ -264,14 +270,17 @@ impl Node {
         self.members.iter_mut().find(|m| m.slot == slot)
     }
 
-    pub fn add_member(&mut self, member: Member) {
+    /// A task that uses `cpus` cores while it runs holds memory here now.
+    pub fn add_member(&mut self, member: Member, cpus: f64) {
         self.members.push(member);
+        self.member_cpus.push(cpus);
         self.count_cpus();
     }
 
     pub fn remove_member(&mut self, slot: u32) {
         if let Some(i) = self.members.iter().position(|m| m.slot == slot) {
             self.members.swap_remove(i);
+            self.member_cpus.swap_remove(i);
             self.count_cpus();
         }
     }
@@ -288,7 +297,10 @@ impl Node {
     /// Recount the cores its running members use (a sum, not a running
     /// total, so no rounding drifts in over a day).
     fn count_cpus(&mut self) {
-        self.running_cpus = self.members.iter().filter(|m| m.running).map(|m| m.cpus).sum();
+        self.running_cpus = (self.members.iter().zip(&self.member_cpus))
+            .filter(|(m, _)| m.running)
+            .map(|(_, &cpus)| cpus)
+            .sum();
     }
 
     /// The member whose point comes first (time, then event order), if any.
@@ -319,6 +331,12 @@ fn ppm(part: Bytes, whole: Bytes) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::ppm;
+
+    #[test]
+    fn a_member_takes_half_a_cache_line() {
+        // A point event reads its node's whole member list.
+        assert_eq!(size_of::<super::Member>(), 32);
+    }
 
     #[test]
     fn parts_per_million_are_the_same_in_64_and_128_bits() {

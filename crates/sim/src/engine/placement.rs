@@ -52,6 +52,13 @@ impl Placement {
         }
     }
 
+    /// Ask the cache for node `node`'s key, which `set` compares.
+    pub fn prefetch(&self, node: u32) {
+        if let Some(key) = self.keys.get(node as usize) {
+            super::prefetch::prefetch(key);
+        }
+    }
+
     /// The least-loaded node's key.
     pub fn first(&mut self) -> Option<Key> {
         self.catch_up();

@@ -11,10 +11,11 @@
 //! node's event is put right before the next event is taken (`settle_points`).
 
 use super::clock::{Clocks, Lane, Speeds};
-use super::node::Member;
+use super::node::{Member, NO_TARGET};
 use super::queue::Event;
 use super::task::Phase;
 use super::Engine;
+use overbook_core::convert::u128_to_u64;
 use overbook_core::Time;
 use std::time::Duration;
 
@@ -70,7 +71,7 @@ impl Engine<'_> {
         if changed {
             let now = self.now;
             let clocks = n.clocks;
-            for m in n.members.iter_mut().filter(|m| m.running && m.target != Duration::MAX) {
+            for m in n.members.iter_mut().filter(|m| m.running && m.target != NO_TARGET) {
                 m.seq = self.queue.stamp();
                 m.at = time_to(now, m, &clocks, speeds);
             }
@@ -108,7 +109,8 @@ impl Engine<'_> {
         m.unplan();
         if let Some(point) = point {
             task.target = point;
-            m.target = n.clocks.work(m.lane).saturating_add(point.saturating_sub(task.progress));
+            let ahead = u128_to_u64(point.saturating_sub(task.progress).as_nanos());
+            m.target = n.clocks.work_nanos(m.lane).saturating_add(ahead);
         }
         self.points_moved(node);
     }
@@ -120,7 +122,7 @@ impl Engine<'_> {
         let Some(m) = n.members.iter_mut().find(|m| m.slot == slot) else {
             return;
         };
-        if !m.running || m.target == Duration::MAX {
+        if !m.running || m.target == NO_TARGET {
             return;
         }
         m.seq = self.queue.stamp();
@@ -240,10 +242,10 @@ impl Engine<'_> {
 
 /// When member `m` reaches its target at the node's `speeds`, from `now`.
 fn time_to(now: Time, m: &Member, clocks: &Clocks, speeds: Speeds) -> Time {
-    if m.target == Duration::MAX {
+    if m.target == NO_TARGET {
         return Time::MAX;
     }
-    let work = m.target.saturating_sub(clocks.work(m.lane));
+    let work = Duration::from_nanos(m.target.saturating_sub(clocks.work_nanos(m.lane)));
     let speed = m.lane.speed(speeds);
     now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12))
 }
