@@ -1,15 +1,15 @@
 //! A node's clocks: running totals of what one task running there accumulates
 //! (work at the node's speed, time slowed by thrashing, faults per GiB held).
 //!
-//! Advancing a node is then O(1) whatever it runs. A task keeps the clocks'
-//! reading at its last sync and is brought up to date (`Clocks::sync`) only
+//! Advancing a node is then O(1) whatever it runs. A task keeps its lane's
+//! reading at its last sync (`Reading`) and is brought up to date (`Clocks::sync`) only
 //! when something reads its progress or counters, or before anything that
 //! changes how it accumulates (its memory, whether it runs).
 //!
 //! The work clocks add `dt × speed` per interval exactly as the task used to,
 //! so a task's progress is the same number of nanoseconds as if it had been
 //! advanced interval by interval. They count whole nanoseconds in a `u64`
-//! (584 years) rather than `Duration`s: every task copies the clocks at each
+//! (584 years) rather than `Duration`s: every task copies a reading at each
 //! sync, and a step syncs every task on its node.
 
 use super::task::Task;

@@ -798,15 +798,13 @@ impl<'m> Engine<'m> {
         if !self.nodes[node as usize].protect(slot, mem) {
             return;
         }
-        // Synced just now: it counts from here on its new lane's clock.
         if running {
+            // Synced just now: it counts from here on its new lane's clock,
+            // and so does its next point.
             let n = &self.nodes[node as usize];
             if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
                 n.rebase(slot, task);
             }
-        }
-        // Its next point is counted on the protected lane's clock now.
-        if running {
             self.target_point(slot, node);
         }
         if !self.recompute(node) && running {

@@ -109,6 +109,7 @@ impl Engine<'_> {
         m.unplan();
         if let Some(point) = point {
             task.target = point;
+            // Saturating at 584 years of work, `NO_TARGET`: never, as it would be.
             let ahead = u128_to_u64(point.saturating_sub(task.progress).as_nanos());
             m.target = n.clocks.work_nanos(m.lane).saturating_add(ahead);
         }
