@@ -7,18 +7,38 @@
 //! A tournament tree over the nodes. Keys change on every memory change while
 //! placement asks only on submissions and resumes, so a changed key is only
 //! marked, and the tree catches up when asked.
+//!
+//! Each subtree keeps its winner's key itself, packed in a `u128` in the
+//! key's order: catching up compares two neighbours in the tree, where
+//! looking each winner's key up by node read two places far apart at every
+//! level (at Google scale, 12,500 nodes, most of what catching up cost).
 
 /// (load in ppm of capacity, queue length, node index): unique per node.
 pub type Key = (u64, u32, u32);
 
-const NONE: u32 = u32::MAX;
+/// A key packed so that its order is the integers' order.
+type Packed = u128;
+
+/// No node: above every key (no node has index `u32::MAX`).
+const NONE: Packed = u128::MAX;
+
+fn pack((load, queue, node): Key) -> Packed {
+    (u128::from(load) << 64) | (u128::from(queue) << 32) | u128::from(node)
+}
+
+fn unpack(p: Packed) -> Option<Key> {
+    use overbook_core::convert::{u128_to_u64, u64_to_u32};
+    let low = u128_to_u64(p & u128::from(u64::MAX));
+    let field = u64::from(u32::MAX);
+    (p != NONE).then(|| (u128_to_u64(p >> 64), u64_to_u32(low >> 32), u64_to_u32(low & field)))
+}
 
 #[derive(Debug)]
 pub struct Placement {
-    keys: Vec<Key>,
-    /// The winning node of each subtree, heap layout from 1; the leaf of
-    /// node `i` is at `size + i`, and leaves past the last node hold `NONE`.
-    tree: Vec<u32>,
+    /// The winning key of each subtree, heap layout from 1; the leaf of
+    /// node `i` is at `size + i` and holds its key now, and leaves past the
+    /// last node hold `NONE`.
+    tree: Vec<Packed>,
     size: usize,
     dirty: Vec<u32>,
     is_dirty: Vec<bool>,
@@ -29,22 +49,22 @@ impl Placement {
     pub fn new(keys: Vec<Key>) -> Placement {
         let size = keys.len().next_power_of_two().max(1);
         let mut tree = vec![NONE; 2 * size];
-        for i in 0..keys.len() {
-            tree[size + i] = overbook_core::convert::usize_to_u32(i);
+        for (i, &key) in keys.iter().enumerate() {
+            tree[size + i] = pack(key);
         }
-        let n = keys.len();
-        let mut p = Placement { keys, tree, size, dirty: Vec::new(), is_dirty: vec![false; n] };
         for i in (1..size).rev() {
-            p.tree[i] = p.better(p.tree[2 * i], p.tree[2 * i + 1]);
+            tree[i] = tree[2 * i].min(tree[2 * i + 1]);
         }
-        p
+        Placement { tree, size, dirty: Vec::new(), is_dirty: vec![false; keys.len()] }
     }
 
     /// Node `node`'s key is now `key`.
     pub fn set(&mut self, node: u32, key: Key) {
         let i = node as usize;
-        if self.keys[i] != key {
-            self.keys[i] = key;
+        let key = pack(key);
+        let leaf = &mut self.tree[self.size + i];
+        if *leaf != key {
+            *leaf = key;
             if !self.is_dirty[i] {
                 self.is_dirty[i] = true;
                 self.dirty.push(node);
@@ -54,7 +74,7 @@ impl Placement {
 
     /// Ask the cache for node `node`'s key, which `set` compares.
     pub fn prefetch(&self, node: u32) {
-        if let Some(key) = self.keys.get(node as usize) {
+        if let Some(key) = self.tree.get(self.size + node as usize) {
             super::prefetch::prefetch(key);
         }
     }
@@ -62,7 +82,7 @@ impl Placement {
     /// The least-loaded node's key.
     pub fn first(&mut self) -> Option<Key> {
         self.catch_up();
-        self.key(self.tree[1])
+        unpack(self.tree[1])
     }
 
     /// The least-loaded node's key other than `node`'s.
@@ -71,47 +91,30 @@ impl Placement {
         let mut best = NONE;
         let mut i = self.size + node as usize;
         while i > 1 {
-            best = self.better(best, self.tree[i ^ 1]);
+            best = best.min(self.tree[i ^ 1]);
             i /= 2;
         }
-        self.key(best)
-    }
-
-    fn key(&self, node: u32) -> Option<Key> {
-        self.keys.get(node as usize).copied()
-    }
-
-    fn better(&self, a: u32, b: u32) -> u32 {
-        match (self.key(a), self.key(b)) {
-            (Some(ka), Some(kb)) if kb < ka => b,
-            (Some(_), _) => a,
-            (None, _) => b,
-        }
+        unpack(best)
     }
 
     /// Replay the changed keys up the tree. A walk stops where a subtree's
-    /// winner stays the same node with an unchanged key: nothing above it
-    /// depends on that subtree any differently (another changed node's walk
-    /// covers what changes because of it), so the tree ends as if rebuilt.
+    /// winning key stays the same: nothing above depends on that subtree
+    /// any differently (another changed node's walk covers what changes
+    /// because of it), so the tree ends as if rebuilt.
     fn catch_up(&mut self) {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for &node in &dirty {
+        for &node in &self.dirty {
             let mut i = (self.size + node as usize) / 2;
             while i >= 1 {
-                let before = self.tree[i];
-                let after = self.better(self.tree[2 * i], self.tree[2 * i + 1]);
-                if after == before && self.is_dirty.get(after as usize) != Some(&true) {
+                let after = self.tree[2 * i].min(self.tree[2 * i + 1]);
+                if after == self.tree[i] {
                     break;
                 }
                 self.tree[i] = after;
                 i /= 2;
             }
-        }
-        for &node in &dirty {
             self.is_dirty[node as usize] = false;
         }
-        dirty.clear();
-        self.dirty = dirty;
+        self.dirty.clear();
     }
 }
 
@@ -167,6 +170,29 @@ mod tests {
                 assert_eq!(p.first_other(other), set.iter().find(|k| k.2 != other).copied());
             }
         }
+    }
+
+    #[test]
+    fn a_packed_key_keeps_the_keys_order() {
+        use overbook_core::convert::u64_to_u32;
+        let mut x = 4242u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x
+        };
+        let mut keys = vec![(u64::MAX, u32::MAX, u32::MAX - 1), (0, 0, 0), (u64::MAX, 0, 0)];
+        for _ in 0..200 {
+            let (a, b) = (next(), next());
+            let (queue, node) = (u64_to_u32(b >> 32), u64_to_u32(b & u64::from(u32::MAX)));
+            keys.push((a >> (a % 64), queue >> (b % 32), node % (u32::MAX - 1)));
+        }
+        for &a in &keys {
+            assert_eq!(unpack(pack(a)), Some(a));
+            for &b in &keys {
+                assert_eq!(pack(a).cmp(&pack(b)), a.cmp(&b), "{a:?} against {b:?}");
+            }
+        }
+        assert_eq!(unpack(NONE), None);
     }
 
     #[test]
