@@ -128,6 +128,7 @@ impl Clocks {
 
     /// What a task on `lane` keeps of the clocks now, to be brought up to
     /// date from later (`Clocks::sync`).
+    #[inline]
     pub fn reading(&self, lane: Lane) -> Reading {
         let work = self.work[lane as usize];
         match lane.stall() {
@@ -144,6 +145,7 @@ impl Clocks {
     /// Bring a task running on this node on `lane` up to date: add what it
     /// accumulated since its last sync, and take the current reading as its
     /// new base.
+    #[inline]
     pub fn sync(&self, task: &mut Task, lane: Lane) {
         let base = task.base;
         task.progress += Duration::from_nanos(self.work[lane as usize].saturating_sub(base.work));
@@ -168,6 +170,6 @@ pub struct Reading {
 }
 
 /// A span of the clocks' time in whole nanoseconds (584 years: no run comes near).
-fn nanos(d: Duration) -> u64 {
+pub(super) fn nanos(d: Duration) -> u64 {
     overbook_core::convert::u128_to_u64(d.as_nanos())
 }

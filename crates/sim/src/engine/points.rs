@@ -10,12 +10,11 @@
 //! Whatever moves a node's points marks the node (`points_moved`); the
 //! node's event is put right before the next event is taken (`settle_points`).
 
-use super::clock::{Clocks, Lane, Speeds};
+use super::clock::{nanos, Clocks, Lane, Speeds};
 use super::node::{Member, NO_TARGET};
 use super::queue::Event;
 use super::task::Phase;
 use super::Engine;
-use overbook_core::convert::u128_to_u64;
 use overbook_core::Time;
 use std::time::Duration;
 
@@ -110,7 +109,7 @@ impl Engine<'_> {
         if let Some(point) = point {
             task.target = point;
             // Saturating at 584 years of work, `NO_TARGET`: never, as it would be.
-            let ahead = u128_to_u64(point.saturating_sub(task.progress).as_nanos());
+            let ahead = nanos(point.saturating_sub(task.progress));
             m.target = n.clocks.work_nanos(m.lane).saturating_add(ahead);
         }
         self.points_moved(node);

@@ -95,6 +95,7 @@ impl Default for EventQueue {
 }
 
 impl EventQueue {
+    #[inline]
     pub fn push(&mut self, at: Time, ev: Event) {
         let seq = self.stamp();
         self.push_stamped(at, seq, ev);
@@ -102,6 +103,7 @@ impl EventQueue {
 
     /// A place in the order of events scheduled, for an event pushed later
     /// with `push_stamped` (it then runs as if pushed now).
+    #[inline]
     pub fn stamp(&mut self) -> u64 {
         self.seq += 1;
         self.seq
@@ -109,6 +111,7 @@ impl EventQueue {
 
     /// Push with a place from `stamp`. An event keyed before the last one
     /// taken (only possible at the same instant) is simply next.
+    #[inline]
     pub fn push_stamped(&mut self, at: Time, seq: u64, ev: Event) {
         self.put(Entry { key: key(at, seq), ev });
         self.len += 1;
@@ -202,6 +205,7 @@ impl EventQueue {
         (0..b.len()).min_by_key(|&i| (b[i].key, b[i].ev))
     }
 
+    #[inline]
     pub fn peek_time(&mut self) -> Option<Time> {
         if !self.settle() {
             return None;
@@ -211,6 +215,7 @@ impl EventQueue {
     }
 
     /// The event `pop` would take now.
+    #[inline]
     pub fn peek(&mut self) -> Option<Event> {
         if !self.settle() {
             return None;
@@ -219,6 +224,7 @@ impl EventQueue {
         Some(self.buckets[0][i].ev)
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
         if !self.settle() {
             return None;

@@ -265,7 +265,8 @@ impl Task {
             self.window[len] = (offset, mem);
             len += 1;
         }
-        // Both below the profile's length: no profile has 4 G points.
+        // Both at most the profile's length, so `usize_to_u32` saturates
+        // only for a profile of more than 4 G points (none comes near).
         self.window_start = usize_to_u32(start);
         self.window_len = usize_to_u32(len);
         points[i]
