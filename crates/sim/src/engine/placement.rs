@@ -11,7 +11,7 @@
 //! Each subtree keeps its winner's key itself, packed in a `u128` in the
 //! key's order: catching up compares two neighbours in the tree, where
 //! looking each winner's key up by node read two places far apart at every
-//! level (at Google scale, 12,500 nodes, most of what catching up cost).
+//! level.
 
 /// (load in ppm of capacity, queue length, node index): unique per node.
 pub type Key = (u64, u32, u32);
