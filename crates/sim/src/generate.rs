@@ -212,6 +212,8 @@ pub struct Generator {
     production: JobStream,
     best_effort: JobStream,
     horizon: Time,
+    /// The run's end: profiles keep only what a task can reach by then.
+    end: Time,
     ready: VecDeque<TaskSpec>,
     next_job: u64,
     next_task: u64,
@@ -222,14 +224,23 @@ impl Generator {
     pub fn from_spec(table: &toml::Table, spec: &RunSpec) -> Result<Generator, GenError> {
         let cfg = GeneratorConfig::from_table(table)?;
         let horizon = Time::ZERO + spec.sim.horizon.0;
-        Generator::new(cfg, spec.cluster.nodes, spec.cluster.node_memory.0, horizon, spec.seed)
+        let (nodes, node_memory) = (spec.cluster.nodes, spec.cluster.node_memory.0);
+        Generator::new(cfg, nodes, node_memory, horizon, spec.end_time(), spec.seed)
     }
 
+    /// Jobs are submitted until `horizon`; the run ends at `end`, and a
+    /// task's profile keeps only what it can reach by then: a task submitted
+    /// at `s` does at most `end - s` of work (it runs at most at full speed),
+    /// so its points past that never come into force. They are still drawn,
+    /// so every task and every reachable point is the same whatever `end`;
+    /// only the tail is folded (`ProfileBuilder`). Production work runs up to
+    /// 30 days: a day at Google scale held 20 M points, most out of reach.
     pub fn new(
         cfg: GeneratorConfig,
         nodes: usize,
         node_memory: Bytes,
         horizon: Time,
+        end: Time,
         seed: u64,
     ) -> Result<Generator, GenError> {
         cfg.validate()?;
@@ -280,6 +291,7 @@ impl Generator {
             production,
             best_effort,
             horizon,
+            end,
             ready: VecDeque::new(),
             next_job: 0,
             next_task: 0,
@@ -290,6 +302,12 @@ impl Generator {
         g.production.next = g.gap(g.production.rate, Time::ZERO);
         g.best_effort.next = g.gap(g.best_effort.rate, Time::ZERO);
         Ok(g)
+    }
+
+    /// Work a task submitted at `submit` can do by the run's end, with a
+    /// second to spare for the clocks' rounding.
+    fn reach(&self, submit: Time) -> Duration {
+        self.end.since(submit).saturating_add(Duration::from_secs(1))
     }
 
     pub fn config(&self) -> &GeneratorConfig {
@@ -379,14 +397,14 @@ impl Generator {
         let mean = self.cfg.production_usage;
         let usage = Beta::new(mean * USAGE_CONCENTRATION, (1.0 - mean) * USAGE_CONCENTRATION).ok();
         let period = self.cfg.usage_period.0;
-        let mut points = Vec::with_capacity(points_within(work, period));
+        let mut points = ProfileBuilder::new(self.reach(submit), work, period);
         let mut at = Duration::ZERO;
         while at < work {
             let share = usage.as_ref().map_or(mean, |b| b.sample(&mut self.rng));
-            points.push((
+            points.push(
                 at,
                 overbook_core::convert::to_u64((request as f64) * share.clamp(0.05, 1.0)),
-            ));
+            );
             at += period;
         }
         let priority = self.priority(Class::Production);
@@ -399,7 +417,7 @@ impl Generator {
             request,
             cpus: 1.0,
             work: Some(work),
-            profile: MemProfile::from_points(points),
+            profile: points.finish(),
             weight: 1,
             pauses: Vec::new(),
         }
@@ -416,14 +434,14 @@ impl Generator {
         let peak = request as f64 * (peak_share * self.rng.gen_range(0.9..=1.1)).min(1.0);
         let ramp = work.mul_f64(RAMP_SHARE);
         let period = self.cfg.usage_period.0;
-        let mut points = Vec::with_capacity(1 + points_within(work.saturating_sub(ramp), period));
-        points.push((Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5)));
+        let mut points = ProfileBuilder::new(self.reach(submit), work, period);
+        points.push(Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5));
         let mut at = ramp;
         let mut first = true;
         while at < work {
             let level = if first { 1.0 } else { self.rng.gen_range(0.8..=1.0) };
             first = false;
-            points.push((at, overbook_core::convert::to_u64(peak * level)));
+            points.push(at, overbook_core::convert::to_u64(peak * level));
             at += period;
         }
         let priority = self.priority(Class::BestEffort);
@@ -436,7 +454,7 @@ impl Generator {
             request,
             cpus: 1.0,
             work: Some(work),
-            profile: MemProfile::from_points(points),
+            profile: points.finish(),
             weight: 1,
             pauses: Vec::new(),
         }
@@ -487,6 +505,39 @@ impl Generator {
     }
 }
 
+/// A generated profile's points, in offset order, as far as its task can
+/// reach: every point up to `reach`, and the first one after it, exactly
+/// (its event is the last one scheduled, and it falls after the run's
+/// end). Later points fold into one at the last offset holding their
+/// largest memory, so the profile's peak is the drawn one.
+struct ProfileBuilder {
+    points: Vec<(Duration, Bytes)>,
+    reach: Duration,
+    folded: Option<(Duration, Bytes)>,
+}
+
+impl ProfileBuilder {
+    fn new(reach: Duration, work: Duration, period: Duration) -> ProfileBuilder {
+        let span = work.min(reach.saturating_add(period));
+        let points = Vec::with_capacity(2 + points_within(span, period));
+        ProfileBuilder { points, reach, folded: None }
+    }
+
+    fn push(&mut self, at: Duration, mem: Bytes) {
+        if self.points.last().is_some_and(|p| p.0 > self.reach) {
+            let folded = self.folded.get_or_insert((at, mem));
+            *folded = (at, folded.1.max(mem));
+        } else {
+            self.points.push((at, mem));
+        }
+    }
+
+    fn finish(mut self) -> MemProfile {
+        self.points.extend(self.folded);
+        MemProfile::from_points(self.points)
+    }
+}
+
 /// How many usage points a profile sampled every `period` from 0 until
 /// `span` has, to size its vector once: long tasks have hundreds, and
 /// growing the vector point by point copied each profile several times.
@@ -520,8 +571,12 @@ mod tests {
     use super::*;
 
     fn generator(load: f64, seed: u64) -> Generator {
+        ending(load, seed, Time(u64::MAX))
+    }
+
+    fn ending(load: f64, seed: u64, end: Time) -> Generator {
         let cfg = GeneratorConfig { best_effort_load: load, ..GeneratorConfig::default() };
-        Generator::new(cfg, 20, 64 << 30, Time::from_secs(6 * 3600), seed).expect("valid")
+        Generator::new(cfg, 20, 64 << 30, Time::from_secs(6 * 3600), end, seed).expect("valid")
     }
 
     fn tasks(g: Generator) -> Vec<TaskSpec> {
@@ -585,6 +640,32 @@ mod tests {
                 (acc.0 + mean, acc.1 + t.request as f64)
             });
         assert!((used / reserved - 0.7).abs() < 0.05, "production uses {:.2}", used / reserved);
+    }
+
+    #[test]
+    fn profiles_keep_what_a_task_can_reach_by_the_run_end() {
+        let end = Time::from_secs(2 * 3600);
+        let full = tasks(generator(1.0, 11));
+        let cut = tasks(ending(1.0, 11, end));
+        assert_eq!(full.len(), cut.len());
+        let period = GeneratorConfig::default().usage_period.0;
+        let mut folded = 0;
+        for (f, c) in full.iter().zip(&cut) {
+            assert_eq!((f.key, f.submit, f.work, f.request), (c.key, c.submit, c.work, c.request));
+            assert_eq!(f.profile.peak(), c.profile.peak(), "task {:?} keeps its peak", f.key);
+            let reach = end.since(f.submit) + Duration::from_secs(1);
+            let kept = f.profile.points().iter().take_while(|p| p.0 <= reach).count() + 1;
+            let kept = &f.profile.points()[..kept.min(f.profile.points().len())];
+            // Every point it can reach, and the next one (the last event it
+            // schedules), as drawn.
+            assert_eq!(&c.profile.points()[..kept.len()], kept, "task {:?}", f.key);
+            // Up to `reach`, a point a period (and a best-effort task's
+            // first, before its ramp), then the next one and the fold.
+            let most = points_within(reach, period) + 4;
+            assert!(c.profile.points().len() <= most, "{} points", c.profile.points().len());
+            folded += usize::from(c.profile.points().len() < f.profile.points().len());
+        }
+        assert!(folded > 10, "only {folded} profiles reach past two hours");
     }
 
     #[test]

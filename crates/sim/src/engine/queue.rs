@@ -76,8 +76,9 @@ pub struct EventQueue {
     len: usize,
     seq: u64,
     /// Where in bucket 0 its first event is, while known: the engine asks
-    /// for the next event three times an event (its time, to prefetch
-    /// it, to take it), and bucket 0 changes far less often.
+    /// for the next event four times an event (its time, to take it, and
+    /// to prefetch the one after, twice), and bucket 0 changes far less
+    /// often.
     head: Option<usize>,
 }
 
