@@ -57,7 +57,12 @@ cc -O2 -o "$work/touch" "$here/touch.c"
 
 make_set() { for h in $hier; do mkdir "$v1/$h/$1"; done; echo 1 > "$v1/cpu/$1/cpu.idle"; }
 drop_set() { for h in $hier; do rmdir "$v1/$h/$1"; done; }
-start_in() { sh -c 'for h in '"$hier"'; do echo $$ > '"$v1"'/$h/'"$1"'/cgroup.procs; done; exec '"$work/touch"' 200'; }
+# Paths go in as arguments, not pasted into the script: the work directory's
+# may hold spaces.
+start_in() {
+    sh -c 'for h in $1; do echo $$ > "$2/$h/$3/cgroup.procs"; done; exec "$4" 200' \
+        start-in "$hier" "$v1" "$1" "$work/touch"
+}
 neighbour() {
     local i=0
     case $1 in
@@ -67,19 +72,20 @@ neighbour() {
         reuse) make_set "probe-$owner-0"; while :; do start_in "probe-$owner-0"; sleep 0.5; done ;;
     esac
 }
-# How pair $2 runs under kind $1.
-pair_cmd() {
+# Run pair $2 under kind $1 for $3 transactions (the command itself, not a
+# string of it: the work directory's path is not split into words).
+run_pair() {
     case $1 in
-        spin-rr) echo "chrt --rr 1 $work/pingpong" ;;
-        spin-pinned) echo "taskset -c $((($2 - 1) % $(nproc))) $work/pingpong" ;;
-        *) echo "$work/pingpong" ;;
+        spin-rr) chrt --rr 1 "$work/pingpong" "$3" ;;
+        spin-pinned) taskset -c $((($2 - 1) % $(nproc))) "$work/pingpong" "$3" ;;
+        *) "$work/pingpong" "$3" ;;
     esac
 }
 # The pairs at once; each prints its own line.
 measure() {
     local kind=$1 p others=()
-    for p in $(seq 2 "$pairs"); do $(pair_cmd "$kind" "$p") "$n" | sed "s/^/round $r $kind pair $p: /" & others+=($!); done
-    $(pair_cmd "$kind" 1) "$n" | sed "s/^/round $r $kind pair 1: /"
+    for p in $(seq 2 "$pairs"); do run_pair "$kind" "$p" "$n" | sed "s/^/round $r $kind pair $p: /" & others+=($!); done
+    run_pair "$kind" 1 "$n" | sed "s/^/round $r $kind pair 1: /"
     for p in "${others[@]}"; do wait "$p"; done
 }
 for r in $(seq 1 "$rounds"); do
@@ -88,7 +94,7 @@ for r in $(seq 1 "$rounds"); do
             measure "$kind"
             continue
         fi
-        setsid chrt -i 0 bash -c "$(declare -f make_set drop_set start_in neighbour); v1=$v1 hier='$hier' work=$work owner=$owner; neighbour $kind" &
+        setsid chrt -i 0 bash -c "$(declare -f make_set drop_set start_in neighbour; declare -p v1 hier work owner); neighbour $kind" &
         pid=$!
         measure "$kind"
         stop_neighbour
