@@ -732,9 +732,9 @@ impl<'m> Engine<'m> {
                 prefetch::prefetch_lines(task, task::STEP_LINES);
             }
         }
-        // Written over earlier steps' entries, field by field: building each
-        // one and pushing it copied it whole, 2% of a step's instructions.
-        // Kept at the most members a node has had, for the same reason.
+        // Written over earlier steps' entries, field by field, and kept at
+        // the most members a node has had: building each one and pushing
+        // it copied it whole (1.5% of all instructions at 1,000 nodes).
         let mut len = 0;
         for m in &n.members {
             if let Some(task) = self.slots.get_mut(m.slot as usize).and_then(Option::as_mut) {

@@ -10,7 +10,7 @@
 //! Whatever moves a node's points marks the node (`points_moved`); the
 //! node's event is put right before the next event is taken (`settle_points`).
 
-use super::clock::{nanos, Clocks, Lane, Speeds};
+use super::clock::{nanos, through_f64, Clocks, Lane, Speeds};
 use super::node::{Member, NO_TARGET};
 use super::queue::Event;
 use super::task::Phase;
@@ -247,5 +247,10 @@ fn time_to(now: Time, m: &Member, clocks: &Clocks, speeds: Speeds) -> Time {
     }
     let work = Duration::from_nanos(m.target.saturating_sub(clocks.work_nanos(m.lane)));
     let speed = m.lane.speed(speeds);
+    if speed == 1.0 {
+        // The same trip through a float, `work / 1.0` being `work`, and
+        // far below the cap.
+        return now + through_f64(work);
+    }
     now + Duration::from_secs_f64((work.as_secs_f64() / speed).min(1e12))
 }
