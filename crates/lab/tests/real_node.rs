@@ -30,12 +30,14 @@ fn thrashing_longer_than_the_window_kills_exactly_one_best_effort_container() {
     let be2 = node.hog("be-2", 64, None);
     let mut agent = node.agent(KILL);
     let start = Instant::now();
-    let before = node.refaults("prod-reader");
+    // The node's, not production's: in the VM (tmpfs, zram) the kernel
+    // may take the room from the hogs alone, which then fault it back.
+    let before = node.node_refaults();
     let took =
         run_for(&mut agent, start, Duration::from_secs(40), |a| !kinds(a, "preempted").is_empty());
     let preempted = kinds(&agent, "preempted");
     assert_eq!(preempted.len(), 1, "one victim within 40 s: {preempted:?}");
-    assert!(node.refaults("prod-reader") > before, "production really refaulted");
+    assert!(node.node_refaults() > before, "the node really faulted pages back");
     assert!(took >= Duration::from_secs(2), "not before the tolerance window: {took:?}");
     // Three more windows: the pressure is gone, nobody else pays.
     run_for(&mut agent, start, Duration::from_secs(6), |_| false);
@@ -68,15 +70,25 @@ fn thrashing_shorter_than_the_window_preempts_nobody() {
     );
     let start = Instant::now();
     run_for(&mut agent, start, Duration::from_millis(500), |_| false);
-    let before = node.refaults("prod-reader");
-    // A burst: 128 MiB for one second, then gone by itself.
+    let before = node.node_refaults();
+    let production_before = node.refaults("prod-reader");
+    // A burst: 128 MiB for one second, then gone by itself. Where the
+    // kernel finds the room is its choice: production's pages, which it
+    // reads all the time, or the burst's own, which it then touches back.
+    // Either is thrashing the detector sees (it watches every container),
+    // and either lasts no longer than the burst.
     let burst = node.hog("be-burst", 128, Some(1.0));
     let exited = |n: &Node| {
         matches!(n.workers[burst].lines.try_recv(), Err(mpsc::TryRecvError::Disconnected))
     };
     run_for(&mut agent, start, Duration::from_secs(30), |_| exited(&node));
     assert!(exited(&node), "the burst ended by itself");
-    assert!(node.refaults("prod-reader") > before, "the burst made production refault");
+    let after = node.node_refaults();
+    eprintln!(
+        "short burst: the node's faults {before} -> {after}, production's {production_before} -> {}",
+        node.refaults("prod-reader")
+    );
+    assert!(after > before, "the burst made the node fault pages back");
     // Past a whole window after the burst: a watch that outlived the
     // pressure would fire by then.
     run_for(&mut agent, start, Duration::from_secs(16), |_| false);

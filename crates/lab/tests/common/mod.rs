@@ -138,6 +138,14 @@ impl Node {
         Agent::new(&self.config(extra), cg, EventLog::in_memory(1000)).expect("agent starts")
     }
 
+    /// The node's own refaults and major faults: every container's,
+    /// those of containers gone since included (the counters are the
+    /// hierarchy's).
+    pub fn node_refaults(&self) -> u64 {
+        let c = self.cg.counters(&self.root).expect("read").done().expect("there");
+        c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0) + c.major_faults
+    }
+
     pub fn refaults(&self, name: &str) -> u64 {
         let path = self.root.child(name).expect("valid");
         let c = self.cg.counters(&path).expect("read").done().expect("there");
