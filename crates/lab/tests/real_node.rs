@@ -1,8 +1,12 @@
 //! The agent on a real kernel: a small node cgroup with a memory limit,
 //! a production container whose working set is a file in the page cache, and
 //! best-effort containers holding anonymous memory. When they do not all
-//! fit, the kernel evicts production's file pages and it refaults them:
-//! real thrashing, seen by the agent only through the kernel's counters.
+//! fit, the kernel evicts pages and their owners fault them back: real
+//! thrashing, seen by the agent only through the kernel's counters. On
+//! the host that is production's page cache; in the VM (its file on
+//! tmpfs, swapped to zram) the kernel may take the room from the
+//! best-effort containers alone, so the two thrashing-window tests ask it
+//! of the node.
 //!
 //! Runs on whatever this host has (cgroup v1 here, v2 in the VM). Needs
 //! root and a memory controller; without them every test says so loudly and
