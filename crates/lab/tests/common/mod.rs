@@ -142,14 +142,17 @@ impl Node {
     /// those of containers gone since included (the counters are the
     /// hierarchy's).
     pub fn node_refaults(&self) -> u64 {
-        let c = self.cg.counters(&self.root).expect("read").done().expect("there");
-        c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0) + c.major_faults
+        self.faults_back(&self.root)
     }
 
     pub fn refaults(&self, name: &str) -> u64 {
-        let path = self.root.child(name).expect("valid");
-        let c = self.cg.counters(&path).expect("read").done().expect("there");
-        // File pages on the host; tmpfs pages (swapped, so anon) in the VM.
+        self.faults_back(&self.root.child(name).expect("valid"))
+    }
+
+    /// Pages faulted back into `path`: file pages on the host; tmpfs pages
+    /// (swapped, so anon) and anonymous ones in the VM.
+    fn faults_back(&self, path: &ContainerPath) -> u64 {
+        let c = self.cg.counters(path).expect("read").done().expect("there");
         c.refault_file.unwrap_or(0) + c.refault_anon.unwrap_or(0) + c.major_faults
     }
 }
