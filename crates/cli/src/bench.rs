@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod grid;
+mod rounds;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {

@@ -63,7 +63,14 @@ enum Command {
 /// in one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Sim(_) | Command::Bench(bench::BenchCommand::Sim(_))) {
+    // Not for `bench sim --against`, which only times two others: each
+    // gets this command's environment as it was given, and chooses.
+    let simulates = match &cli.command {
+        Command::Sim(_) => true,
+        Command::Bench(bench::BenchCommand::Sim(a)) => a.against.is_none(),
+        _ => false,
+    };
+    if simulates {
         huge_pages::run_again_with_them();
     }
     let prints_only = match &cli.command {

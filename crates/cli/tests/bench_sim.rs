@@ -99,3 +99,59 @@ fn a_grid_refuses_a_bad_setting_before_it_runs_and_does_not_mix_with_json() {
     assert!(!o.status.success());
     assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
+
+#[test]
+fn against_another_binary_it_runs_rounds_in_turn_and_gives_an_interval() {
+    let me = env!("CARGO_BIN_EXE_overbook");
+    let tiny = ["--set", "cluster.nodes=20", "--set", "sim.horizon=1h"];
+    let args = [&["bench", "sim", "--against", me, "--rounds", "3"][..], &tiny[..]].concat();
+    let o = overbook(&args);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let rounds: Vec<&str> = stdout.lines().filter(|l| l.starts_with("round ")).collect();
+    assert_eq!(rounds.len(), 3, "{stdout}");
+    assert!(rounds.iter().all(|l| l.contains("other") && l.contains("× as fast")), "{stdout}");
+    let speedup = stdout.lines().find(|l| l.starts_with("speedup: ")).expect("a speedup line");
+    let figures: Vec<f64> = speedup["speedup: ".len()..]
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|t| t.parse().ok())
+        .take(3)
+        .collect();
+    assert!(
+        figures.len() == 3 && figures[1] <= figures[0] && figures[0] <= figures[2],
+        "mean within its interval: {speedup}"
+    );
+    // Each run said which binary it was, in turn: the other first in odd rounds.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[round "))
+        .filter_map(|l| l.split("] ").nth(1)?.split(':').next())
+        .collect();
+    assert_eq!(order, ["other", "this", "this", "other", "other", "this"], "{stderr}");
+}
+
+#[test]
+fn against_refuses_what_cannot_give_an_interval() {
+    let me = env!("CARGO_BIN_EXE_overbook");
+    let o = overbook(&["bench", "sim", "--against", me, "--rounds", "1"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("--rounds 1: at least 2"), "{stderr}");
+    let o = overbook(&["bench", "sim", "--against", "/nonexistent/overbook"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("/nonexistent/overbook: no such file"),
+        "{stderr}"
+    );
+    let o = overbook(&["bench", "sim", "--against", me, "--set", "cluster.nodes=0"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("nodes"),
+        "a bad setting, before any run: {stderr}"
+    );
+    assert!(!stderr.contains("[round"), "{stderr}");
+    let o = overbook(&["bench", "sim", "--against", me, "--grid"]);
+    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = overbook(&["bench", "sim", "--rounds", "3"]);
+    assert!(!o.status.success(), "--rounds without --against");
+}

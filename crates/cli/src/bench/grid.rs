@@ -28,6 +28,15 @@ pub struct SimArgs {
     /// each point).
     #[arg(long, conflicts_with = "grid")]
     json: bool,
+    /// Compare this binary's speed with another overbook binary's (an older
+    /// build, say): both run `bench sim` (with --set) in rounds, one after
+    /// the other, their order swapped every round; prints each round and
+    /// the mean speedup with its 95% t-interval.
+    #[arg(long, value_name = "BINARY", conflicts_with_all = ["grid", "json"])]
+    pub against: Option<PathBuf>,
+    /// With --against: how many rounds (at least 2).
+    #[arg(long, requires = "against", default_value_t = 8)]
+    rounds: usize,
 }
 
 /// One run's measure.
@@ -58,6 +67,10 @@ const GRID: [(usize, u32); 6] =
 pub fn bench_sim(args: SimArgs) -> Result<()> {
     if args.grid {
         return grid(&args.set, &args.out);
+    }
+    if let Some(other) = &args.against {
+        let this = std::env::current_exe().context("finding the overbook binary")?;
+        return super::rounds::against(&this, other, args.rounds, &args.set);
     }
     let scenario = Scenario::load("scale", &args.set)?;
     let huge_pages = crate::huge_pages::state();
