@@ -209,11 +209,7 @@ impl EventQueue {
         if self.head.is_none() {
             // Bucket 0 nearly always holds the one event split into it:
             // no search, and no call to make one.
-            self.head = match self.buckets[0].len() {
-                0 => None,
-                1 => Some(0),
-                _ => self.find_head(),
-            };
+            self.head = if self.buckets[0].len() == 1 { Some(0) } else { self.find_head() };
         }
         self.head
     }
