@@ -200,6 +200,18 @@ impl NodePolicy {
         }
     }
 
+    /// Where the state a step reads first lives outside the policy itself,
+    /// as (address, bytes): its detector, and what the detector keeps of
+    /// each container. A simulator stepping thousands of nodes asks the
+    /// cache for them together with its tasks, where reaching them one
+    /// pointer after another waited for each in turn. A hint only: nothing
+    /// is read through them, and they are stale once the state moves.
+    pub fn state_spans(&self) -> [(usize, usize); 2] {
+        let detector: &dyn Detector = self.detector.as_ref();
+        let at = std::ptr::from_ref(detector).cast::<u8>() as usize;
+        [(at, std::mem::size_of_val(detector)), detector.state_span()]
+    }
+
     /// One step: detect, maybe preempt one best-effort container, then launch
     /// or resume what fits. Actions are appended to `out`; the return value is
     /// the latest time the caller should call `step` again even if nothing
@@ -381,6 +393,30 @@ mod tests {
         assert!(!policy(false).launches_held(Time::ZERO));
         // Nothing climbs: the hold changes nothing.
         assert_eq!(launch_time(true, -1.0), Some(0.5));
+    }
+
+    #[test]
+    fn state_spans_name_the_detector_and_what_it_keeps_of_each_container() {
+        let mut p = policy(false);
+        let [detector, kept] = p.state_spans();
+        assert!(detector.0 != 0 && detector.1 > 0, "{detector:?}");
+        assert_eq!(kept.1, 0, "nothing kept before a look");
+        let node = NodeStats { capacity: 16 * GB, available: 8 * GB, ..NodeStats::default() };
+        let mut bytes = Vec::new();
+        for n in [1u64, 3] {
+            let containers: Vec<_> = (1..=n)
+                .map(|i| {
+                    ContainerStats::new(ContainerId(i), JobId(i), Class::BestEffort, Time::ZERO)
+                })
+                .collect();
+            let obs = Observation { now: Time::from_secs(n), node, containers: &containers };
+            p.step(&obs, Duration::ZERO, &mut Vec::new());
+            let [again, kept] = p.state_spans();
+            assert_eq!(again, detector, "the detector stays where it is");
+            assert!(kept.0 != 0, "{kept:?}");
+            bytes.push(kept.1);
+        }
+        assert_eq!(bytes[1], 3 * bytes[0], "one entry a container: {bytes:?}");
     }
 }
 

@@ -121,6 +121,14 @@ pub trait Detector: fmt::Debug + Send {
 
     /// Forget a container that left the node.
     fn forget(&mut self, id: ContainerId);
+
+    /// Where what `observe` reads next lives outside the detector itself,
+    /// as (address, bytes); `(0, 0)` for nowhere. For a caller that steps
+    /// thousands of nodes and asks the cache for it ahead: only a hint,
+    /// read through nothing, stale once the state moves.
+    fn state_span(&self) -> (usize, usize) {
+        (0, 0)
+    }
 }
 
 /// Which detector, with its parameters (`[detector]` in config).

@@ -157,6 +157,11 @@ impl<S: Default> Samples<S> {
         self.entries.clear();
     }
 
+    /// Where the entries are (`Detector::state_span`).
+    pub fn span(&self) -> (usize, usize) {
+        (self.entries.as_ptr() as usize, std::mem::size_of_val(self.entries.as_slice()))
+    }
+
     pub fn forget(&mut self, id: ContainerId) {
         if let Some(k) = self.entries.iter().position(|(i, _)| *i == id) {
             self.entries.remove(k);

@@ -726,11 +726,15 @@ impl<'m> Engine<'m> {
         let now = self.now;
         let mut observed = std::mem::take(&mut self.observed);
         let n = &self.nodes[node as usize];
-        // All members' misses at once, not one after the other.
+        // All members' misses at once, not one after the other, and the
+        // policy's with them.
         for m in &n.members {
             if let Some(task) = self.slots.get(m.slot as usize) {
                 prefetch::prefetch_lines(task, task::STEP_LINES);
             }
+        }
+        for span in n.policy_spans {
+            prefetch::prefetch_span(span);
         }
         // Written over earlier steps' entries, field by field, and kept at
         // the most members a node has had: building each one and pushing
@@ -754,6 +758,7 @@ impl<'m> Engine<'m> {
         actions.clear();
         let n = &mut self.nodes[node as usize];
         let wake = n.with_policy(|p| p.step(&obs, backlog, &mut actions));
+        n.policy_spans = n.policy().state_spans();
         let thrashing = n.thrashing;
         self.observed = observed;
         for action in actions.drain(..) {

@@ -47,6 +47,9 @@ pub struct Node {
     pub swap_used: Bytes,
     /// Changed only through `with_policy`, which keeps `waiting` true to it.
     policy: Box<NodePolicy>,
+    /// Where its policy's state was at its last step
+    /// (`NodePolicy::state_spans`), to ask the cache for it with the tasks.
+    pub policy_spans: [(usize, usize); 2],
     /// Whether tasks wait in its launcher (queued or suspended), as the
     /// policy said after it last changed: asked on every memory change that
     /// frees some, where reading the policy, which lives apart from the
@@ -112,6 +115,7 @@ impl Node {
             swap_total,
             swap_used: 0,
             waiting: waits(&policy),
+            policy_spans: policy.state_spans(),
             policy: Box::new(policy),
             members: Vec::new(),
             member_cpus: Vec::new(),

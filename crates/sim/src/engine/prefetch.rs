@@ -27,7 +27,15 @@ pub fn prefetch_slice<T>(values: &[T]) {
     prefetch_range(values.as_ptr() as usize, std::mem::size_of_val(values));
 }
 
-/// Ask the cache for `bytes` of memory from address `start`, which are live.
+/// Ask the cache for a span of memory given as (address, bytes), such as
+/// `NodePolicy::state_spans`: it may have moved since, as a prefetch of
+/// memory no longer there is harmless.
+#[inline(always)]
+pub fn prefetch_span((start, bytes): (usize, usize)) {
+    prefetch_range(start, bytes);
+}
+
+/// Ask the cache for `bytes` of memory from address `start`.
 #[inline(always)]
 fn prefetch_range(start: usize, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -37,7 +45,7 @@ fn prefetch_range(start: usize, bytes: usize) {
         let mut line = start & !63;
         while line < end {
             // SAFETY: a prefetch never faults and never changes memory,
-            // whatever the address; this one is inside a live value.
+            // whatever the address.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
             line += 64;
         }
