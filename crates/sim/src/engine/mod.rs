@@ -733,6 +733,7 @@ impl<'m> Engine<'m> {
                 prefetch::prefetch_lines(task, task::STEP_LINES);
             }
         }
+        prefetch::prefetch(n.policy());
         for span in n.policy_spans {
             prefetch::prefetch_span(span);
         }
