@@ -208,6 +208,7 @@ impl Detector for ConstraintThrashing {
     fn forget(&mut self, id: ContainerId) {
         self.samples.forget(id);
     }
+
     fn state_span(&self) -> (usize, usize) {
         self.samples.span()
     }

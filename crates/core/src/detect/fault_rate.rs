@@ -120,6 +120,7 @@ impl Detector for FaultRate {
     fn forget(&mut self, id: ContainerId) {
         self.samples.forget(id);
     }
+
     fn state_span(&self) -> (usize, usize) {
         self.samples.span()
     }

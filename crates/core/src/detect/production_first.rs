@@ -113,6 +113,7 @@ impl Detector for ProductionFirst {
             s.forget(id);
         }
     }
+
     /// Its thrashing detector's: the stall detector's state is small.
     fn state_span(&self) -> (usize, usize) {
         self.thrashing.state_span()
