@@ -730,7 +730,9 @@ impl<'m> Engine<'m> {
         // policy's with them.
         for m in &n.members {
             if let Some(task) = self.slots.get(m.slot as usize) {
-                prefetch::prefetch_lines(task, task::STEP_LINES);
+                for lines in task::STEP_LINES {
+                    prefetch::prefetch_lines(task, lines);
+                }
             }
         }
         prefetch::prefetch(n.policy());
@@ -991,7 +993,7 @@ fn task_phase(engine: &mut Engine<'_>, slot: u32, phase: Phase) {
 }
 
 fn stats_of(task: &Task) -> ContainerStats {
-    let mut stats = ContainerStats::new(task.id, task.spec.job, task.spec.class, task.started);
+    let mut stats = ContainerStats::new(task.id, task.job, task.class, task.started);
     write_stats(&mut stats, task);
     stats
 }
@@ -1016,8 +1018,8 @@ fn write_stats(stats: &mut ContainerStats, task: &Task) {
         image,
     } = stats;
     *id = task.id;
-    *job = task.spec.job;
-    *class = task.spec.class;
+    *job = task.job;
+    *class = task.class;
     // Idle and refaulting containers are not frozen: they are up, and
     // their memory is what a reclaimer weighs.
     *state = match task.phase {
@@ -1035,8 +1037,8 @@ fn write_stats(stats: &mut ContainerStats, task: &Task) {
     };
     *stall = None;
     // Lower trace priority is cheaper work: the `score` ranker preempts it first.
-    *score = 11 - i64::from(task.spec.priority);
-    *weight = task.spec.weight;
+    *score = 11 - i64::from(task.priority);
+    *weight = task.weight;
     *dirty_fraction = task.dirty_fraction();
     *image = task.image;
 }
