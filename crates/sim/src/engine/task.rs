@@ -85,6 +85,23 @@ pub struct Task {
     /// First line: its work, idle spells and profile; the second neither a
     /// step nor a point reads.
     pub spec: TaskSpec,
+    // Third line: what only a step reads.
+    /// Of `mem`, what reclaim pushed to swap while it was idle; it faults
+    /// it back when it works again.
+    pub out: Bytes,
+    pub id: ContainerId,
+    /// Start of the current incarnation.
+    pub started: Time,
+    /// Copies of its spec's job, weight, class and priority, on the line a
+    /// step reads anyway: read from the spec, they cost each member of a
+    /// stepped node a cache line more (the spec's second).
+    pub(super) job: JobId,
+    pub image: Option<ImageInfo>,
+    pub(super) weight: u32,
+    pub(super) class: Class,
+    pub(super) priority: u8,
+    // Fourth and fifth: what both a step and a point read (a sync), and
+    // where its planned point is.
     /// Work done in the current incarnation (kept across freezes and
     /// checkpoints), up to its last sync with its node's clocks.
     pub progress: Duration,
@@ -98,27 +115,14 @@ pub struct Task {
     /// Nanoseconds it ran slowed by thrashing, up to its last sync: its
     /// outcome's `thrashing_time` when it leaves (`Task::into_outcome`).
     thrashed: u64,
-    /// Of `mem`, what reclaim pushed to swap while it was idle; it faults
-    /// it back when it works again.
-    pub out: Bytes,
-    pub id: ContainerId,
-    /// Start of the current incarnation.
-    pub started: Time,
     pub phase: Phase,
     /// Bumped whenever scheduled events for this task become stale.
     pub epoch: u32,
-    /// Copies of its spec's job, weight, class and priority, in the lines
-    /// a step reads anyway: read from the spec, they cost each member of
-    /// a stepped node a cache line more (the spec's second).
-    pub(super) job: JobId,
-    pub image: Option<ImageInfo>,
     /// The progress `cursor` was found for (`Duration::MAX`: none).
     located: Duration,
     /// The work offset its planned point stands for.
     pub target: Duration,
-    pub(super) weight: u32,
-    pub(super) class: Class,
-    pub(super) priority: u8,
+    // Sixth and seventh: what only a point reads.
     /// Where `progress` was in its profile last time (`MemProfile::points`
     /// index of the first point after it): a task moves through its
     /// profile point by point, so no search is needed.
@@ -147,13 +151,14 @@ pub struct Task {
 }
 
 /// The cache lines of a task that a policy step reads: its spec's first
-/// (where `Option<Task>` keeps whether the slot is taken), then its
-/// progress, clocks, memory, counters, phase, image and the copies of its
-/// spec's job, weight, class and priority.
+/// (where `Option<Task>` keeps whether the slot is taken), then what it
+/// reports (swap, identity, image, the copies of its spec's job, weight,
+/// class and priority) and the sync's (progress, clocks, memory,
+/// counters, phase).
 pub const STEP_LINES: [Range<usize>; 2] = [0..1, 2..5];
 /// The cache lines of a task that reaching a point reads: the spec's first
 /// (work, idle spells, profile), then the sync's, the cursor and the window.
-pub const POINT_LINES: [Range<usize>; 2] = [0..1, 2..7];
+pub const POINT_LINES: [Range<usize>; 2] = [0..1, 3..7];
 
 impl Task {
     pub fn new(id: ContainerId, spec: TaskSpec) -> Task {
