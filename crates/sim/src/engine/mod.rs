@@ -1017,6 +1017,11 @@ fn write_stats(stats: &mut ContainerStats, task: &Task) {
         dirty_fraction,
         image,
     } = stats;
+    debug_assert_eq!(
+        (task.job, task.weight, task.class, task.priority),
+        (task.spec.job, task.spec.weight, task.spec.class, task.spec.priority),
+        "a task's copies of its spec's fields went stale"
+    );
     *id = task.id;
     *job = task.job;
     *class = task.class;
