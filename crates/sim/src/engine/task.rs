@@ -291,17 +291,6 @@ impl Task {
         points[i]
     }
 
-    /// Ask the cache for the profile points the window is next refilled
-    /// from, when the task is about to run out of it.
-    pub fn prefetch_profile(&self) {
-        let end = self.window_start as usize + self.window_len as usize;
-        let points = self.spec.profile.points();
-        let start = end.saturating_sub(1);
-        if self.cursor as usize + 2 >= end && start < points.len() {
-            super::prefetch::prefetch_slice(&points[start..(start + WINDOW).min(points.len())]);
-        }
-    }
-
     /// The index of the first profile point after `progress` (the
     /// profile's `partition_point`), from where it was last time.
     fn locate(&mut self) -> usize {
