@@ -179,7 +179,7 @@ fn ramp(mem: Bytes, over: Duration, from: Duration) -> MemProfile {
 
 /// A: warm up, then churn a little below and back up to `mem` to the end.
 fn active_profile(mem: Bytes) -> MemProfile {
-    let mut points = ramp(mem, secs(ACTIVE_WARMUP), Duration::ZERO).points().to_vec();
+    let mut points = ramp(mem, secs(ACTIVE_WARMUP), Duration::ZERO).to_points();
     let mut t = ACTIVE_WARMUP + CHURN_PERIOD;
     let mut low = true;
     while t < ACTIVE_WORK {

@@ -397,7 +397,7 @@ impl Generator {
         let mean = self.cfg.production_usage;
         let usage = Beta::new(mean * USAGE_CONCENTRATION, (1.0 - mean) * USAGE_CONCENTRATION).ok();
         let period = self.cfg.usage_period.0;
-        let mut points = ProfileBuilder::new(self.reach(submit), work, period);
+        let mut points = ProfileBuilder::grid(self.reach(submit), work, period);
         let mut at = Duration::ZERO;
         while at < work {
             let share = usage.as_ref().map_or(mean, |b| b.sample(&mut self.rng));
@@ -434,7 +434,7 @@ impl Generator {
         let peak = request as f64 * (peak_share * self.rng.gen_range(0.9..=1.1)).min(1.0);
         let ramp = work.mul_f64(RAMP_SHARE);
         let period = self.cfg.usage_period.0;
-        let mut points = ProfileBuilder::new(self.reach(submit), work, period);
+        let mut points = ProfileBuilder::listed(self.reach(submit), work, period);
         points.push(Duration::ZERO, overbook_core::convert::to_u64(peak * 0.5));
         let mut at = ramp;
         let mut first = true;
@@ -511,30 +511,71 @@ impl Generator {
 /// end). Later points fold into one at the last offset holding their
 /// largest memory, so the profile's peak is the drawn one.
 struct ProfileBuilder {
-    points: Vec<(Duration, Bytes)>,
+    points: Points,
+    /// The offset of the last point kept.
+    last: Option<Duration>,
     reach: Duration,
     folded: Option<(Duration, Bytes)>,
 }
 
+enum Points {
+    /// Every `period` from 0 (production's usage): only the memory is kept
+    /// (`MemProfile::every`).
+    Grid {
+        period: Duration,
+        mems: Vec<Bytes>,
+    },
+    Listed(Vec<(Duration, Bytes)>),
+}
+
 impl ProfileBuilder {
-    fn new(reach: Duration, work: Duration, period: Duration) -> ProfileBuilder {
+    /// For points every `period` from offset 0.
+    fn grid(reach: Duration, work: Duration, period: Duration) -> ProfileBuilder {
+        let mems = Vec::with_capacity(ProfileBuilder::room(reach, work, period));
+        ProfileBuilder::with(Points::Grid { period, mems }, reach)
+    }
+
+    fn listed(reach: Duration, work: Duration, period: Duration) -> ProfileBuilder {
+        let points = Vec::with_capacity(ProfileBuilder::room(reach, work, period));
+        ProfileBuilder::with(Points::Listed(points), reach)
+    }
+
+    fn with(points: Points, reach: Duration) -> ProfileBuilder {
+        ProfileBuilder { points, last: None, reach, folded: None }
+    }
+
+    fn room(reach: Duration, work: Duration, period: Duration) -> usize {
         let span = work.min(reach.saturating_add(period));
-        let points = Vec::with_capacity(2 + points_within(span, period));
-        ProfileBuilder { points, reach, folded: None }
+        2 + points_within(span, period)
     }
 
     fn push(&mut self, at: Duration, mem: Bytes) {
-        if self.points.last().is_some_and(|p| p.0 > self.reach) {
+        if self.last.is_some_and(|last| last > self.reach) {
             let folded = self.folded.get_or_insert((at, mem));
             *folded = (at, folded.1.max(mem));
-        } else {
-            self.points.push((at, mem));
+            return;
         }
+        self.push_kept(at, mem);
     }
 
     fn finish(mut self) -> MemProfile {
-        self.points.extend(self.folded);
-        MemProfile::from_points(self.points)
+        if let Some((at, mem)) = self.folded {
+            self.push_kept(at, mem);
+        }
+        match self.points {
+            Points::Grid { period, mems } => {
+                MemProfile::every(period, mems, self.last.unwrap_or(Duration::ZERO))
+            }
+            Points::Listed(points) => MemProfile::from_points(points),
+        }
+    }
+
+    fn push_kept(&mut self, at: Duration, mem: Bytes) {
+        self.last = Some(at);
+        match &mut self.points {
+            Points::Grid { mems, .. } => mems.push(mem),
+            Points::Listed(points) => points.push((at, mem)),
+        }
     }
 }
 
@@ -635,11 +676,23 @@ mod tests {
         );
         let (used, reserved) =
             all.iter().filter(|t| t.class == Class::Production).fold((0.0, 0.0), |acc, t| {
-                let pts = t.profile.points();
+                let pts = t.profile.to_points();
                 let mean = pts.iter().map(|p| p.1 as f64).sum::<f64>() / pts.len() as f64;
                 (acc.0 + mean, acc.1 + t.request as f64)
             });
         assert!((used / reserved - 0.7).abs() < 0.05, "production uses {:.2}", used / reserved);
+    }
+
+    #[test]
+    fn production_profiles_keep_only_their_memory() {
+        // Every `usage_period` from 0, so a grid: 8 bytes a point and one
+        // word for the last point's offset, where listed points take 24.
+        let all = tasks(generator(1.0, 5));
+        for t in all.iter().filter(|t| t.class == Class::Production) {
+            assert_eq!(t.profile.heap_bytes(), 8 * (t.profile.len() + 1), "task {:?}", t.key);
+        }
+        let be = all.iter().find(|t| t.class == Class::BestEffort).expect("a best-effort task");
+        assert_eq!(be.profile.heap_bytes(), 24 * be.profile.len(), "a ramp is listed");
     }
 
     #[test]
@@ -654,16 +707,17 @@ mod tests {
             assert_eq!((f.key, f.submit, f.work, f.request), (c.key, c.submit, c.work, c.request));
             assert_eq!(f.profile.peak(), c.profile.peak(), "task {:?} keeps its peak", f.key);
             let reach = end.since(f.submit) + Duration::from_secs(1);
-            let kept = f.profile.points().iter().take_while(|p| p.0 <= reach).count() + 1;
-            let kept = &f.profile.points()[..kept.min(f.profile.points().len())];
+            let (f_points, c_points) = (f.profile.to_points(), c.profile.to_points());
+            let kept = f_points.iter().take_while(|p| p.0 <= reach).count() + 1;
+            let kept = &f_points[..kept.min(f_points.len())];
             // Every point it can reach, and the next one (the last event it
             // schedules), as drawn.
-            assert_eq!(&c.profile.points()[..kept.len()], kept, "task {:?}", f.key);
+            assert_eq!(&c_points[..kept.len()], kept, "task {:?}", f.key);
             // Up to `reach`, a point a period (and a best-effort task's
             // first, before its ramp), then the next one and the fold.
             let most = points_within(reach, period) + 4;
-            assert!(c.profile.points().len() <= most, "{} points", c.profile.points().len());
-            folded += usize::from(c.profile.points().len() < f.profile.points().len());
+            assert!(c.profile.len() <= most, "{} points", c.profile.len());
+            folded += usize::from(c.profile.len() < f.profile.len());
         }
         assert!(folded > 10, "only {folded} profiles reach past two hours");
     }
@@ -671,7 +725,7 @@ mod tests {
     #[test]
     fn best_effort_ramps_to_a_peak_within_its_request() {
         for t in tasks(generator(1.0, 9)).iter().filter(|t| t.class == Class::BestEffort) {
-            let pts = t.profile.points();
+            let pts = t.profile.to_points();
             assert!(t.profile.peak() <= t.request, "peak above request");
             assert!(pts[0].1 <= t.profile.peak() / 2 + 1);
             assert!(t.priority <= 8);

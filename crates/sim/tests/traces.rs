@@ -901,7 +901,7 @@ fn a_container_running_at_the_window_start_keeps_its_remaining_work_and_profile(
     let mib = |m: u64| m * MIB;
     let s = Duration::from_secs;
     assert_eq!(
-        a.profile.points(),
+        a.profile.to_points(),
         [(s(0), mib(9000)), (s(50), mib(12000)), (s(150), mib(15500)), (s(250), mib(11000))],
         "a's profile from 150 s on"
     );

@@ -129,6 +129,9 @@ pub struct Task {
     cursor: u32,
     window_start: u32,
     window_len: u32,
+    /// Its profile's length, kept here as a profile's shape (which says how
+    /// its length is counted) sits on the spec's second line.
+    profile_len: u32,
     /// A copy of the profile's points from `window_start` on (`window_len`
     /// of them), kept in the task so that moving point by point reads the
     /// profile's own memory only every few points. Offsets in nanoseconds:
@@ -189,6 +192,7 @@ impl Task {
             refault_time: Span::ZERO,
         };
         let (job, weight, class, priority) = (spec.job, spec.weight, spec.class, spec.priority);
+        let profile_len = usize_to_u32(spec.profile.len());
         Task {
             spec,
             progress: Duration::ZERO,
@@ -212,6 +216,7 @@ impl Task {
             cursor: 0,
             window_start: 0,
             window_len: 0,
+            profile_len,
             window: [(0, 0); WINDOW],
             progress_at_image: Duration::ZERO,
             written: 0,
@@ -253,6 +258,7 @@ impl Task {
     /// Add a usage sample to its profile (a trace's row).
     pub fn push_usage(&mut self, offset: Duration, mem: Bytes) {
         self.spec.profile.push(offset, mem);
+        self.profile_len = usize_to_u32(self.spec.profile.len());
         self.window_len = 0;
         self.located = Duration::MAX;
         // Only what is behind it, short of the point in force: its memory
@@ -261,6 +267,7 @@ impl Task {
         let passed = self.locate().saturating_sub(1);
         if passed > PAST_POINTS {
             self.spec.profile.coarsen_before(passed);
+            self.profile_len = usize_to_u32(self.spec.profile.len());
             self.cursor = 0;
             self.located = Duration::MAX;
             self.window_len = 0;
@@ -275,41 +282,35 @@ impl Task {
             let (offset, mem) = self.window[k];
             return (Duration::from_nanos(offset), mem);
         }
-        let points = self.spec.profile.points();
         let start = i.saturating_sub(1);
-        let mut len = 0;
-        for &(offset, mem) in points[start..].iter().take(WINDOW) {
-            // An offset past 584 years stays out: the window then ends short.
-            let Ok(offset) = u64::try_from(offset.as_nanos()) else { break };
-            self.window[len] = (offset, mem);
-            len += 1;
-        }
+        // An offset past 584 years stays out: the window then ends short.
+        let len = self.spec.profile.copy_points(start, &mut self.window);
         // Both at most the profile's length, so `usize_to_u32` saturates
         // only for a profile of more than 4 G points (none comes near).
         self.window_start = usize_to_u32(start);
         self.window_len = usize_to_u32(len);
-        points[i]
+        self.spec.profile.point(i)
     }
 
     /// The index of the first profile point after `progress` (the
-    /// profile's `partition_point`), from where it was last time.
+    /// profile's `first_after`), from where it was last time.
     fn locate(&mut self) -> usize {
         let progress = self.progress;
         // A point event asks twice (its memory, then its next point).
         if progress == self.located {
             return self.cursor as usize;
         }
-        let len = self.spec.profile.points().len();
+        let len = self.profile_len as usize;
         let mut i = (self.cursor as usize).min(len);
         if i > 0 && self.point(i - 1).0 > progress {
-            i = self.spec.profile.points().partition_point(|p| p.0 <= progress);
+            i = self.spec.profile.first_after(0, progress);
         } else {
             let mut steps = 0;
             while i < len && self.point(i).0 <= progress {
                 i += 1;
                 steps += 1;
                 if steps == 4 {
-                    i += self.spec.profile.points()[i..].partition_point(|p| p.0 <= progress);
+                    i = self.spec.profile.first_after(i, progress);
                     break;
                 }
             }
@@ -322,7 +323,7 @@ impl Task {
     /// Memory its profile gives at its progress (`MemProfile::at`).
     pub fn profile_mem(&mut self) -> Bytes {
         let i = self.locate();
-        let len = self.spec.profile.points().len();
+        let len = self.profile_len as usize;
         match i {
             _ if len == 0 => 0,
             0 => self.point(0).1,
@@ -333,7 +334,7 @@ impl Task {
     /// The next work offset at which something changes: its memory, or its end.
     pub fn next_point(&mut self) -> Option<Duration> {
         let i = self.locate();
-        let len = self.spec.profile.points().len();
+        let len = self.profile_len as usize;
         let mut change = (i < len).then(|| self.point(i).0);
         if let Some(p) = self.spec.next_pause(self.progress) {
             change = Some(change.map_or(p, |c| c.min(p)));
@@ -406,12 +407,13 @@ mod tests {
         let point = [
             bytes_of!(spec.work: Option<Duration>),
             bytes_of!(spec.pauses: Vec<crate::workload::Pause>),
-            bytes_of!(spec.profile: Vec<(Duration, Bytes)>),
+            bytes_of!(spec.profile: Vec<u64>),
             bytes_of!(located: Duration),
             bytes_of!(target: Duration),
             bytes_of!(cursor: u32),
             bytes_of!(window_start: u32),
             bytes_of!(window_len: u32),
+            bytes_of!(profile_len: u32),
             bytes_of!(window: [(u64, Bytes); WINDOW]),
         ];
         for field in sync.iter().chain(&stats) {
@@ -449,9 +451,8 @@ mod tests {
             task.push_usage(at, (i % 97) << 20);
             assert_eq!(task.profile_mem(), (i % 97) << 20, "exact where it is, at sample {i}");
         }
-        let kept = task.spec.profile.points().len();
+        let kept = task.spec.profile.len();
         assert!(kept <= PAST_POINTS + 2, "{kept} points kept");
-        let peak = task.spec.profile.points().iter().map(|p| p.1).max();
-        assert_eq!(peak, Some(96 << 20), "the past's peak is kept");
+        assert_eq!(task.spec.profile.peak(), 96 << 20, "the past's peak is kept");
     }
 }

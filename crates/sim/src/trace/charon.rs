@@ -96,7 +96,7 @@ impl Spill for TaskSpec {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.profile.points().len() * 24
+        self.profile.heap_bytes()
             + self.pauses.len() * std::mem::size_of::<crate::workload::Pause>()
     }
 }

@@ -305,7 +305,7 @@ fn from_point(profile: &MemProfile, ran: Duration) -> MemProfile {
         return profile.clone();
     }
     let mut points = vec![(Duration::ZERO, profile.at(ran))];
-    points.extend(profile.points().iter().filter(|p| p.0 > ran).map(|&(o, m)| (o - ran, m)));
+    points.extend(profile.iter().filter(|p| p.0 > ran).map(|(o, m)| (o - ran, m)));
     MemProfile::from_points(points)
 }
 
