@@ -109,19 +109,7 @@ impl MemProfile {
     /// `from_points` of those points. Listed when it cannot be a grid (a
     /// zero step, an offset past `u64` nanoseconds, a `last` out of order).
     pub fn every(step: Duration, mems: Vec<Bytes>, last: Duration) -> MemProfile {
-        let n = mems.len() as u64;
-        let grid = (|| {
-            let step = NonZeroU64::new(u64::try_from(step.as_nanos()).ok()?)?;
-            let last = u64::try_from(last.as_nanos()).ok()?;
-            let before_last = n.checked_sub(2).map(|k| k.checked_mul(step.get()));
-            match before_last {
-                Some(None) => return None,
-                Some(Some(before)) if before >= last => return None,
-                _ => {}
-            }
-            (n > 0).then_some((step, last))
-        })();
-        match grid {
+        match grid_of(step, mems.len(), last) {
             Some((step, last)) => {
                 let mut words = mems;
                 words.push(last);
@@ -206,16 +194,29 @@ impl MemProfile {
     /// as fit, stopping short before an offset past `u64` nanoseconds;
     /// how many it copied.
     pub fn copy_points(&self, start: usize, out: &mut [(u64, Bytes)]) -> usize {
-        let end = self.len().min(start.saturating_add(out.len()));
+        let len = self.len();
+        let end = len.min(start.saturating_add(out.len()));
         let mut n = 0;
-        for i in start..end {
-            let Some(offset) = self.offset_nanos(i) else { break };
-            let mem = match self.shape {
-                Shape::Listed { .. } => self.words[LISTED * i + 2],
-                Shape::Grid { .. } => self.words[i],
-            };
-            out[n] = (offset, mem);
-            n += 1;
+        match self.shape {
+            Shape::Listed { .. } => {
+                for p in MemProfile::listed_points(&self.words).get(start..end).unwrap_or(&[]) {
+                    let Some(offset) =
+                        p[0].checked_mul(1_000_000_000).and_then(|o| o.checked_add(p[1]))
+                    else {
+                        break;
+                    };
+                    out[n] = (offset, p[2]);
+                    n += 1;
+                }
+            }
+            Shape::Grid { step } => {
+                for i in start..end {
+                    // Below the last, which fits.
+                    let offset = if i + 1 == len { self.words[len] } else { i as u64 * step.get() };
+                    out[n] = (offset, self.words[i]);
+                    n += 1;
+                }
+            }
         }
         n
     }
@@ -346,6 +347,22 @@ impl MemProfile {
             Shape::Grid { .. } => self.words[..self.len()].iter().copied().max().unwrap_or(0),
         }
     }
+}
+
+/// A grid's step and last offset in nanoseconds, for `n` points every
+/// `step` but the last at `last`; `None` when they cannot be one (a zero
+/// step, an offset past `u64` nanoseconds, `last` not after the point
+/// before it, no point).
+fn grid_of(step: Duration, n: usize, last: Duration) -> Option<(NonZeroU64, u64)> {
+    let step = NonZeroU64::new(u64::try_from(step.as_nanos()).ok()?)?;
+    let last = u64::try_from(last.as_nanos()).ok()?;
+    if let Some(k) = n.checked_sub(2) {
+        let before_last = (k as u64).checked_mul(step.get())?;
+        if before_last >= last {
+            return None;
+        }
+    }
+    (n > 0).then_some((step, last))
 }
 
 /// Points every `step` from 0 holding `mems`, the last moved to `last`.
