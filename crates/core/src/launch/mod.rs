@@ -89,6 +89,10 @@ pub enum AdmissionMode {
 /// no longer a snapshot of anything.
 const MAX_SYNC_SECS: f64 = 3600.0;
 
+/// The longest profile ring: a mean over more peaks than this follows a job's
+/// change no better, and the bound lets a ring's cursor be a u32.
+pub const MAX_PROFILE_HISTORY: usize = 1 << 16;
+
 /// `[launcher]` in config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -200,6 +204,15 @@ impl LaunchConfig {
             return Err(ConfigError::new(
                 "profile_history",
                 "must be at least 1: a profile needs one finished task",
+            ));
+        }
+        if self.profile_history > MAX_PROFILE_HISTORY {
+            return Err(ConfigError::new(
+                "profile_history",
+                format!(
+                    "{} is more than {MAX_PROFILE_HISTORY}: a mean over more peaks follows a job no better",
+                    self.profile_history
+                ),
             ));
         }
         if self.profile_jobs == 0 {

@@ -12,29 +12,31 @@ use crate::model::{Bytes, JobId};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-/// The last peaks of one job, with their sum kept so the mean is O(1).
+/// The last peaks of one job.
+///
+/// Their sum is not kept: a u128 sum would align the entry to 16 bytes and
+/// make it 80, where a node keeps tens of jobs and a Google-scale cell
+/// millions, and summing at most `history` peaks when a launch asks is cheap
+/// next to the hash lookup that finds them.
 #[derive(Debug)]
 struct JobProfile {
     /// Grows by push up to `history`, then is overwritten as a ring, so a job
     /// with few tasks here costs only what it uses.
     peaks: Vec<Bytes>,
-    /// The slot the next peak overwrites once the ring is full.
-    next: usize,
-    /// u128: `history` u64 peaks can never overflow it.
-    sum: u128,
     /// When this job was last updated, in `Profiles::clock` ticks.
     stamp: u64,
+    /// The slot the next peak overwrites once the ring is full; `history`
+    /// fits u32 (`LaunchConfig::validate` bounds it).
+    next: u32,
 }
 
 impl JobProfile {
-    fn push(&mut self, peak: Bytes, history: usize) {
-        if self.peaks.len() < history {
+    fn push(&mut self, peak: Bytes, history: u32) {
+        if self.peaks.len() < history as usize {
             self.peaks.push(peak);
-            self.sum += u128::from(peak);
             return;
         }
-        if let Some(slot) = self.peaks.get_mut(self.next) {
-            self.sum = self.sum - u128::from(*slot) + u128::from(peak);
+        if let Some(slot) = self.peaks.get_mut(self.next as usize) {
             *slot = peak;
         }
         self.next = (self.next + 1) % history;
@@ -42,15 +44,17 @@ impl JobProfile {
 
     fn mean(&self) -> Option<Bytes> {
         let n = u128::try_from(self.peaks.len()).ok().filter(|&n| n > 0)?;
+        // u128: `history` u64 peaks can never overflow it.
+        let sum: u128 = self.peaks.iter().map(|&p| u128::from(p)).sum();
         // The mean of u64 values fits u64.
-        Bytes::try_from(self.sum / n).ok()
+        Bytes::try_from(sum / n).ok()
     }
 }
 
 /// Peak history per job, and the node's mean task runtime (for the sync period).
 #[derive(Debug)]
 pub(super) struct Profiles {
-    history: usize,
+    history: u32,
     max_jobs: usize,
     jobs: HashMap<JobId, JobProfile>,
     /// Recency order for eviction, updated lazily: every update appends
@@ -68,7 +72,9 @@ pub(super) struct Profiles {
 impl Profiles {
     pub fn new(history: usize, max_jobs: usize) -> Profiles {
         Profiles {
-            history,
+            // `LaunchConfig::validate` keeps `profile_history` far below
+            // u32::MAX; a longer ring would never fill on a node anyway.
+            history: u32::try_from(history).unwrap_or(u32::MAX),
             max_jobs,
             jobs: HashMap::new(),
             order: VecDeque::new(),
@@ -92,9 +98,8 @@ impl Profiles {
         let stamp = self.clock;
         let profile = self.jobs.entry(job).or_insert_with(|| JobProfile {
             peaks: Vec::new(),
-            next: 0,
-            sum: 0,
             stamp,
+            next: 0,
         });
         profile.push(peak, self.history);
         profile.stamp = stamp;

@@ -491,6 +491,10 @@ fn validate_names_the_bad_key() {
     let d = LaunchConfig::default;
     assert_eq!(bad(LaunchConfig { queue_limit: 0, ..d() }), Err("queue_limit".into()));
     assert_eq!(bad(LaunchConfig { profile_history: 0, ..d() }), Err("profile_history".into()));
+    let longest = LaunchConfig { profile_history: MAX_PROFILE_HISTORY, ..d() };
+    assert_eq!(bad(longest), Ok(()));
+    let too_long = LaunchConfig { profile_history: MAX_PROFILE_HISTORY + 1, ..d() };
+    assert_eq!(bad(too_long), Err("profile_history".into()));
     assert_eq!(bad(LaunchConfig { profile_jobs: 0, ..d() }), Err("profile_jobs".into()));
     for v in [0.0, -1.0, f64::NAN, f64::INFINITY, 3600.5] {
         assert_eq!(bad(LaunchConfig { max_sync_period: v, ..d() }), Err("max_sync_period".into()));
