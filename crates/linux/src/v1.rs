@@ -7,6 +7,7 @@
 //! per-cgroup PSI; a kill freezes the container, signals each member through
 //! a pidfd, reaps, and thaws.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -103,8 +104,17 @@ impl V1Cgroups {
             make_mirror(&dir)?;
         }
         let members = done_or_return!(fsio::read_procs_tree(&memory)?);
+        // Only the members not there yet. Why: a container's CPU time is
+        // read through here at every look, and each write to
+        // `cgroup.procs` takes the kernel's lock on process moves, which
+        // every fork and exit on the node takes too; a process forked in
+        // the container is born in the mirror already.
+        let there: HashSet<Pid> = match fsio::read_procs_tree(&dir)? {
+            Outcome::Done(p) => p.pids.into_iter().collect(),
+            Outcome::Vanished => HashSet::new(),
+        };
         let procs = dir.join(CgroupProcs::FILE);
-        for pid in &members.pids {
+        for pid in members.pids.iter().filter(|pid| !there.contains(pid)) {
             match fsio::write(&procs, &pid.to_string()) {
                 Ok(_) => {}
                 // Gone meanwhile.

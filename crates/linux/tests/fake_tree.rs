@@ -234,3 +234,29 @@ fn v1_reads_hierarchical_counters_and_protects() {
         Err(CgroupError::Unsupported { .. })
     ));
 }
+
+/// A container's CPU time on v1 is read in its cpuacct mirror, and only
+/// the members not in the mirror yet are moved there (a plain file keeps
+/// what was last written to it, so it shows which writes were made).
+#[test]
+fn v1_cpu_time_moves_only_members_not_yet_in_the_cpuacct_mirror() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (memory, cpuacct) = (tmp.path().join("memory"), tmp.path().join("cpuacct"));
+    put(&memory.join("be"), "cgroup.procs", "101\n102\n");
+    // A member in a child cgroup of the container's own.
+    put(&memory.join("be").join("worker"), "cgroup.procs", "103\n");
+    let mirror = cpuacct.join("be");
+    put(&mirror, "cpuacct.usage", "2500000000\n");
+    put(&mirror, "cgroup.procs", "101\n102\n103\n");
+    let cg = V1Cgroups::new(memory.clone(), None).with_cpuacct(cpuacct);
+    let used = cg.cpu_used(&path("be")).expect("reads");
+    assert_eq!(used, Outcome::Done(Duration::from_millis(2500)));
+    assert_eq!(read(&mirror, "cgroup.procs"), "101\n102\n103\n", "all there: nothing written");
+
+    // 104 joined the container from outside (`cgroup.procs` written by
+    // someone else): it alone is moved.
+    put(&memory.join("be"), "cgroup.procs", "101\n102\n104\n");
+    let used = cg.cpu_used(&path("be")).expect("reads");
+    assert_eq!(used, Outcome::Done(Duration::from_millis(2500)));
+    assert_eq!(read(&mirror, "cgroup.procs"), "104", "only the newcomer written");
+}
