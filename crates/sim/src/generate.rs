@@ -51,10 +51,13 @@ use crate::workload::{MemProfile, TaskKey, TaskSpec, TraceError, WorkloadEvent};
 use overbook_core::{Bytes, Class, JobId, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Beta, Distribution, Exp, LogNormal};
+use rand_distr::{Distribution, Exp, LogNormal};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
+use usage::UsageShares;
+
+mod usage;
 
 /// 004 Table 1: tasks at "free" (0-1) and "middle" (2-8) priorities, millions.
 const FREE_TASKS_M: f64 = 28.4;
@@ -206,6 +209,12 @@ pub struct Generator {
     rng: ChaCha8Rng,
     /// Separate draws for replication, so that X2 is X1's stream replicated.
     replicas: ChaCha8Rng,
+    /// Production's usage shares; `None` where the mean leaves no Beta
+    /// (0 or 1), and every share is the mean.
+    usage: Option<UsageShares>,
+    /// A task's shares, drawn before its points are made (kept between
+    /// tasks for its room).
+    shares: Vec<f64>,
     node_memory: Bytes,
     max_tasks: u32,
     tasks_per_job: LogNormal<f64>,
@@ -284,6 +293,11 @@ impl Generator {
         let mut g = Generator {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6f76_6572_626f_6f6b),
             replicas: ChaCha8Rng::seed_from_u64(seed.rotate_left(17) ^ 0x7265_706c_6963_6173),
+            usage: UsageShares::new(
+                cfg.production_usage * USAGE_CONCENTRATION,
+                (1.0 - cfg.production_usage) * USAGE_CONCENTRATION,
+            ),
+            shares: Vec::new(),
             cfg,
             node_memory,
             max_tasks,
@@ -395,18 +409,27 @@ impl Generator {
         work: Duration,
     ) -> TaskSpec {
         let mean = self.cfg.production_usage;
-        let usage = Beta::new(mean * USAGE_CONCENTRATION, (1.0 - mean) * USAGE_CONCENTRATION).ok();
         let period = self.cfg.usage_period.0;
         let mut points = ProfileBuilder::grid(self.reach(submit), work, period);
+        // One point every period from 0 while before `work`.
+        let count = usize::try_from(work.as_nanos().div_ceil(period.as_nanos()))
+            .expect("work of at most 30 days in periods of at least 1 s");
+        let mut shares = std::mem::take(&mut self.shares);
+        shares.clear();
+        match &self.usage {
+            Some(usage) => usage.draw(&mut self.rng, count, &mut shares),
+            None => shares.resize(count, mean),
+        }
         let mut at = Duration::ZERO;
-        while at < work {
-            let share = usage.as_ref().map_or(mean, |b| b.sample(&mut self.rng));
+        for &share in &shares {
             points.push(
                 at,
                 overbook_core::convert::to_u64((request as f64) * share.clamp(0.05, 1.0)),
             );
             at += period;
         }
+        debug_assert!(at >= work && (count == 0 || at - period < work), "{count} points");
+        self.shares = shares;
         let priority = self.priority(Class::Production);
         TaskSpec {
             key: self.new_task_key(),
