@@ -4,8 +4,8 @@
 //! Why: a Google-scale day draws tens of millions of shares (one every
 //! usage period of every production task), and `Beta::sample` makes each
 //! a chain of a division, `ln` and `exp` ending in a branch (accept the
-//! attempt or not) that the processor often guesses wrong, so each draw
-//! waited for the one before. Cheng's algorithm BB, which `Beta` uses
+//! attempt or not) that the processor often guesses wrong, and the
+//! draws ran one after another. Cheng's algorithm BB, which `Beta` uses
 //! when both shapes exceed 1, draws every attempt from two uniforms of
 //! its own: attempts do not depend on one another, and a draw is the next
 //! accepted attempt. So a batch of attempts is computed without a branch,
@@ -21,7 +21,7 @@ use rand_distr::{Beta, Distribution};
 use std::cmp::Ordering;
 
 /// Attempts computed together: enough to overlap their chains, few
-/// enough to stay in registers' reach and on the stack.
+/// enough (1.3 KB) to stay on the stack and in the first-level cache.
 const BATCH: usize = 32;
 
 /// Draws of `Beta(alpha, beta)`.
@@ -29,7 +29,8 @@ const BATCH: usize = 32;
 pub(super) enum UsageShares {
     /// Both shapes above 1: Cheng's BB, batched.
     Batched(ChengBb),
-    /// Otherwise (Cheng's BC, rarely drawn here): `Beta` itself.
+    /// Otherwise (Cheng's BC: here a mean usage under 1/4 or over 3/4):
+    /// `Beta` itself.
     Single(Beta<f64>),
 }
 
